@@ -1,0 +1,11 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod check;
+pub mod eval;
+pub mod generate;
+pub mod inspect;
+pub mod play;
+pub mod plot;
+pub mod train;
+pub mod webshop;

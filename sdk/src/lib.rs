@@ -1,0 +1,22 @@
+//! # ragen-gym-sdk: write ragen-gym environment plugins in Rust
+//!
+//! A plugin is a WebAssembly component (target `wasm32-wasip2`) that implements the
+//! `ragen:gym/environment` interface of the WIT package in `wit/`. This crate gives plugin
+//! authors one trait, [`Environment`], and one macro, [`export_env!`], which generates the
+//! component bindings and embeds the plugin manifest in a custom section.
+//!
+//! The same env logic also builds natively (the macro expands to nothing off wasm), so it can be
+//! unit-tested and benchmarked without a WASM runtime.
+//!
+//! See the crate README (`sdk/README.md`) for a complete plugin in under 40 lines.
+
+pub mod types;
+pub mod env;
+pub mod manifest;
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub mod bindings;
+
+pub use env::Environment;
+pub use manifest::{MANIFEST_SECTION, INTERFACE_VERSION};
+pub use types::{EnvError, EnvSpec, Metric, ResetResult, StepResult, Symbol};

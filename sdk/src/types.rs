@@ -1,0 +1,107 @@
+//! Plain-Rust mirrors of the WIT records in `wit/types.wit`.
+//!
+//! These are the types both plugin authors and the host work with; the generated component
+//! bindings are converted to and from them at the boundary.
+
+use serde::{Deserialize, Serialize};
+
+/// A named numeric value (WIT `metric`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    /// `snake_case` name.
+    pub name: String,
+    /// Value; the host rejects non-finite values.
+    pub value: f64,
+}
+
+impl Metric {
+    /// Shorthand constructor.
+    pub fn new(name: impl Into<String>, value: f64) -> Self {
+        Self { name: name.into(), value }
+    }
+}
+
+/// One symbol-legend entry (WIT `symbol`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Symbol {
+    /// The symbol as printed in observations.
+    pub symbol: String,
+    /// Its meaning.
+    pub meaning: String,
+}
+
+/// Description of an environment (WIT `env-spec`); field names follow Gymnasium's `EnvSpec`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvSpec {
+    /// `namespace/Name-vN`.
+    pub id: String,
+    /// Plugin semver.
+    pub version: String,
+    /// One sentence for people.
+    pub description: String,
+    /// Instruction text for the model's prompt.
+    pub instruction: String,
+    /// Discrete action names, matched case-insensitively by the host; `None` for text actions.
+    pub action_names: Option<Vec<String>>,
+    /// Symbol legend for observations.
+    pub symbol_legend: Option<Vec<Symbol>>,
+    /// Most actions per episode (RAGEN `max_actions_per_traj`).
+    pub max_episode_steps: u32,
+    /// Return at which an episode counts as solved, if any.
+    pub reward_threshold: Option<f64>,
+    /// Default config as a JSON object string.
+    pub default_config: String,
+}
+
+/// Result of `reset` (Gymnasium `(observation, info)`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResetResult {
+    /// First observation.
+    pub observation: String,
+    /// Diagnostics.
+    pub info: Vec<Metric>,
+}
+
+/// Result of `step` (Gymnasium five-tuple plus RAGEN's typed info keys).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    /// Next observation.
+    pub observation: String,
+    /// Reward for this action.
+    pub reward: f64,
+    /// Reached a terminal MDP state.
+    pub terminated: bool,
+    /// Cut short by a limit inside the env.
+    pub truncated: bool,
+    /// RAGEN `action_is_valid`.
+    pub action_is_valid: bool,
+    /// RAGEN `action_is_effective`: the state changed.
+    pub action_is_effective: bool,
+    /// RAGEN `success`.
+    pub success: bool,
+    /// Other diagnostics.
+    pub info: Vec<Metric>,
+}
+
+/// A domain failure reported by an env (WIT `env-error`). Panics are traps, not these.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum EnvError {
+    /// The config could not be used (names the field and why).
+    InvalidConfig(String),
+    /// `step` before `reset`, or after the episode ended.
+    NotReady(String),
+    /// Anything else.
+    Other(String),
+}
+
+impl std::fmt::Display for EnvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EnvError::InvalidConfig(m) => write!(f, "invalid config: {m}"),
+            EnvError::NotReady(m) => write!(f, "env not ready: {m}"),
+            EnvError::Other(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for EnvError {}
