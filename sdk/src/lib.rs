@@ -10,12 +10,24 @@
 //!
 //! See the crate README (`sdk/README.md`) for a complete plugin in under 40 lines.
 
-pub mod types;
+extern crate self as ragen_gym_sdk;
+
 pub mod env;
+pub mod export;
 pub mod manifest;
+pub mod types;
+
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 pub mod bindings;
+#[cfg(target_arch = "wasm32")]
+mod guest;
+
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub use wit_bindgen as __wit_bindgen;
+#[cfg(target_arch = "wasm32")]
+pub use guest::{LogLevel, http, log};
 
 pub use env::Environment;
 pub use manifest::{MANIFEST_SECTION, INTERFACE_VERSION};

@@ -1,0 +1,275 @@
+//! The `ragen:gym/http` host import: a capability gate in front of a pluggable transport.
+//!
+//! A request leaves the sandbox only when the target `host:port` is **declared** in the plugin's
+//! manifest (`capabilities.http`) **and granted** by the user (`--allow-host HOST:PORT`). Both
+//! are checked on every call (architecture note, "Sandbox rules"; Zed's `CapabilityGranter`).
+//! Only `http://` and `https://` URLs are accepted. A refusal reaches the guest as
+//! `http-error::denied` and is counted. With no [`HttpTransport`] configured, an allowed call
+//! fails with `http-error::transport`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// An outgoing HTTP request (mirror of the WIT `http.request` record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// `GET` or `POST`.
+    pub method: String,
+    /// Absolute `http://` or `https://` URL.
+    pub url: String,
+    /// Header name/value pairs.
+    pub headers: Vec<(String, String)>,
+    /// Request body (empty for `GET`).
+    pub body: Vec<u8>,
+}
+
+/// An HTTP response (mirror of the WIT `http.response` record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpResponse {
+    /// Status code.
+    pub status: u16,
+    /// Header name/value pairs.
+    pub headers: Vec<(String, String)>,
+    /// Response body.
+    pub body: Vec<u8>,
+}
+
+/// Why a request produced no response (mirror of the WIT `http-error` variant).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpError {
+    /// Not declared by the plugin or not granted by the user.
+    #[error("http request denied: {0}")]
+    Denied(String),
+    /// Malformed URL or method, or a scheme other than http/https.
+    #[error("invalid http request: {0}")]
+    InvalidRequest(String),
+    /// No response within the transport's timeout.
+    #[error("http request timed out")]
+    Timeout,
+    /// The response body exceeded the size cap.
+    #[error("http response too large")]
+    TooLarge,
+    /// Connection or protocol failure.
+    #[error("http transport failed: {0}")]
+    Transport(String),
+}
+
+/// Performs requests that passed the capability gate. The sandbox ships none; the WebShop bridge
+/// plugs in a real client. Implementations must not follow redirects to other hosts and should
+/// cap response sizes ([`HttpError::TooLarge`]).
+pub trait HttpTransport: Send + Sync {
+    /// Perform one request.
+    fn fetch(&self, req: HttpRequest) -> Result<HttpResponse, HttpError>;
+}
+
+/// A `host:port` pair, host lowercased. Written `HOST:PORT` (IPv6 as `[::1]:8080`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    /// Host name or IP literal, lowercase, IPv6 without brackets.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl HostPort {
+    /// Parse `HOST:PORT`.
+    ///
+    /// # Errors
+    /// A message naming the input when the port is missing or not a number, or the host is empty.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+            let (h, p) = rest.split_once("]:").ok_or_else(|| format!("`{s}` is not `[IPV6]:PORT`"))?;
+            (h, p)
+        } else {
+            s.rsplit_once(':').ok_or_else(|| format!("`{s}` is not `HOST:PORT`"))?
+        };
+        if host.is_empty() || host.contains(['/', '@', ' ']) {
+            return Err(format!("`{s}` has an invalid host"));
+        }
+        let port: u16 = port.parse().map_err(|_| format!("`{s}` has an invalid port `{port}`"))?;
+        Ok(Self { host: host.to_ascii_lowercase(), port })
+    }
+
+    /// The `host:port` target of an `http://` or `https://` URL (default ports 80 and 443).
+    ///
+    /// # Errors
+    /// [`HttpError::InvalidRequest`] for other schemes, user info, or a malformed authority.
+    pub fn of_url(url: &str) -> Result<Self, HttpError> {
+        let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+        let (rest, default_port) = if lower.starts_with("http://") {
+            (&url[7..], 80)
+        } else if lower.starts_with("https://") {
+            (&url[8..], 443)
+        } else {
+            return Err(HttpError::InvalidRequest(format!("only http and https URLs are allowed, got `{}`", truncate(url))));
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if authority.contains('@') {
+            return Err(HttpError::InvalidRequest("URLs with user info are not allowed".into()));
+        }
+        if authority.is_empty() {
+            return Err(HttpError::InvalidRequest(format!("URL `{}` has no host", truncate(url))));
+        }
+        let has_port = if authority.starts_with('[') { authority.contains("]:") } else { authority.contains(':') };
+        if has_port {
+            Self::parse(authority).map_err(HttpError::InvalidRequest)
+        } else {
+            let host = authority.trim_start_matches('[').trim_end_matches(']');
+            Ok(Self { host: host.to_ascii_lowercase(), port: default_port })
+        }
+    }
+}
+
+impl std::fmt::Display for HostPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') { write!(f, "[{}]:{}", self.host, self.port) } else { write!(f, "{}:{}", self.host, self.port) }
+    }
+}
+
+fn truncate(s: &str) -> &str {
+    match s.char_indices().nth(200) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Decides whether a plugin may reach a `host:port`: allowed only when the plugin declared it
+/// and the user granted it.
+#[derive(Debug, Clone, Default)]
+pub struct CapabilityGranter {
+    declared: Vec<HostPort>,
+    granted: Vec<HostPort>,
+}
+
+impl CapabilityGranter {
+    /// A granter over the manifest's declared targets and the user's grants.
+    pub fn new(declared: Vec<HostPort>, granted: Vec<HostPort>) -> Self {
+        Self { declared, granted }
+    }
+
+    /// Whether the plugin declared any HTTP target.
+    pub fn declares_http(&self) -> bool {
+        !self.declared.is_empty()
+    }
+
+    /// Check one URL.
+    ///
+    /// # Errors
+    /// [`HttpError::InvalidRequest`] for a bad URL, [`HttpError::Denied`] naming the target and
+    /// which side (manifest or user) did not allow it.
+    pub fn check_url(&self, url: &str) -> Result<HostPort, HttpError> {
+        let target = HostPort::of_url(url)?;
+        let declared = self.declared.contains(&target);
+        let granted = self.granted.contains(&target);
+        match (declared, granted) {
+            (true, true) => Ok(target),
+            (false, _) => Err(HttpError::Denied(format!("{target} is not declared in the plugin manifest"))),
+            (true, false) => Err(HttpError::Denied(format!("{target} is not granted (use --allow-host {target})"))),
+        }
+    }
+}
+
+/// The per-instance HTTP gate: granter, transport, and counters.
+pub(crate) struct HttpGate {
+    pub(crate) granter: CapabilityGranter,
+    pub(crate) transport: Option<Arc<dyn HttpTransport>>,
+    pub(crate) denied: Arc<AtomicU64>,
+    pub(crate) max_body_bytes: usize,
+}
+
+impl HttpGate {
+    /// Run one guest request through the gate.
+    pub(crate) fn fetch(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let method = req.method.to_ascii_uppercase();
+        if method != "GET" && method != "POST" {
+            return Err(HttpError::InvalidRequest(format!("method `{}` is not allowed (GET or POST)", truncate(&req.method))));
+        }
+        if let Err(e) = self.granter.check_url(&req.url) {
+            if matches!(e, HttpError::Denied(_)) {
+                self.denied.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(url = truncate(&req.url), "{e}");
+            }
+            return Err(e);
+        }
+        if req.body.len() > self.max_body_bytes {
+            return Err(HttpError::InvalidRequest(format!("request body of {} bytes exceeds the cap", req.body.len())));
+        }
+        let Some(transport) = &self.transport else {
+            return Err(HttpError::Transport("no http transport is configured in this host".into()));
+        };
+        let resp = transport.fetch(HttpRequest { method, ..req })?;
+        if resp.body.len() > self.max_body_bytes {
+            return Err(HttpError::TooLarge);
+        }
+        Ok(resp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hp(s: &str) -> HostPort {
+        HostPort::parse(s).unwrap()
+    }
+
+    #[test]
+    fn granter_table_declared_by_granted() {
+        let a = "127.0.0.1:3000";
+        let b = "example.com:443";
+        // (declared, granted, url, allowed)
+        let table: &[(&[&str], &[&str], &str, bool)] = &[
+            (&[], &[], "http://127.0.0.1:3000/x", false),
+            (&[a], &[], "http://127.0.0.1:3000/x", false),
+            (&[], &[a], "http://127.0.0.1:3000/x", false),
+            (&[a], &[a], "http://127.0.0.1:3000/x", true),
+            (&[a], &[a], "http://127.0.0.1:3001/x", false),
+            (&[a, b], &[a], "https://example.com/", false),
+            (&[a, b], &[a, b], "https://EXAMPLE.com/search?q=1", true),
+            (&[b], &[b], "http://example.com/", false), // port 80, not 443
+            (&[a], &[a], "ftp://127.0.0.1:3000/", false),
+            (&[a], &[a], "http://user@127.0.0.1:3000/", false),
+        ];
+        for (declared, granted, url, allowed) in table {
+            let g = CapabilityGranter::new(declared.iter().map(|s| hp(s)).collect(), granted.iter().map(|s| hp(s)).collect());
+            assert_eq!(g.check_url(url).is_ok(), *allowed, "declared={declared:?} granted={granted:?} url={url}");
+        }
+    }
+
+    #[test]
+    fn denial_names_the_missing_side() {
+        let g = CapabilityGranter::new(vec![hp("h:1")], vec![]);
+        let e = g.check_url("http://h:1/").unwrap_err();
+        assert!(e.to_string().contains("--allow-host h:1"), "{e}");
+        let g = CapabilityGranter::new(vec![], vec![hp("h:1")]);
+        let e = g.check_url("http://h:1/").unwrap_err();
+        assert!(e.to_string().contains("not declared"), "{e}");
+    }
+
+    #[test]
+    fn url_targets() {
+        assert_eq!(HostPort::of_url("http://a.b/c").unwrap(), hp("a.b:80"));
+        assert_eq!(HostPort::of_url("https://a.b").unwrap(), hp("a.b:443"));
+        assert_eq!(HostPort::of_url("http://[::1]:8080/").unwrap(), hp("[::1]:8080"));
+        assert!(HostPort::of_url("file:///etc/passwd").is_err());
+        assert!(HostPort::of_url("http:///x").is_err());
+        assert!(HostPort::parse("nohost").is_err());
+        assert!(HostPort::parse("h:99999").is_err());
+    }
+
+    #[test]
+    fn gate_counts_denials_and_needs_a_transport() {
+        let denied = Arc::new(AtomicU64::new(0));
+        let gate = HttpGate {
+            granter: CapabilityGranter::new(vec![hp("h:1")], vec![hp("h:1")]),
+            transport: None,
+            denied: denied.clone(),
+            max_body_bytes: 1024,
+        };
+        let req = |url: &str| HttpRequest { method: "GET".into(), url: url.into(), headers: vec![], body: vec![] };
+        assert!(matches!(gate.fetch(req("http://h:1/")), Err(HttpError::Transport(_))));
+        assert!(matches!(gate.fetch(req("http://h:2/")), Err(HttpError::Denied(_))));
+        assert!(matches!(gate.fetch(req("http://other:1/")), Err(HttpError::Denied(_))));
+        assert_eq!(denied.load(Ordering::Relaxed), 2);
+    }
+}
