@@ -31,4 +31,4 @@ pub use guest::{LogLevel, http, log};
 
 pub use env::Environment;
 pub use manifest::{MANIFEST_SECTION, INTERFACE_VERSION};
-pub use types::{EnvError, EnvSpec, Metric, ResetResult, StepResult, Symbol};
+pub use types::{EnvError, EnvSpec, Metric, ResetResult, RewardBreakdown, StepResult, Symbol, Trajectory, Turn};

@@ -105,3 +105,44 @@ impl std::fmt::Display for EnvError {
 }
 
 impl std::error::Error for EnvError {}
+
+/// One turn of a finished trajectory, as given to reward-function plugins (WIT `turn`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    /// Observation the model saw before answering.
+    pub observation: String,
+    /// The cleaned model response stored in the history.
+    pub response: String,
+    /// Text inside `<think>...</think>`, if the response parsed.
+    pub think: Option<String>,
+    /// Text inside `<answer>...</answer>`, if the response parsed.
+    pub answer: Option<String>,
+    /// Actions executed this turn, in order.
+    pub actions: Vec<String>,
+    /// Sum of the env rewards of this turn's actions.
+    pub env_reward: f64,
+    /// Turn diagnostics.
+    pub info: Vec<Metric>,
+}
+
+/// A finished trajectory, as given to reward-function plugins (WIT `trajectory`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trajectory {
+    /// Environment id, `namespace/Name-vN`.
+    pub env_id: String,
+    /// The seed the environment was reset with.
+    pub seed: u64,
+    /// The turns, in order.
+    pub turns: Vec<Turn>,
+    /// Whether the env reported success at the end.
+    pub success: bool,
+}
+
+/// A reward-function plugin's verdict (WIT `reward-breakdown`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RewardBreakdown {
+    /// Reward added to the trajectory's env rewards.
+    pub total: f64,
+    /// Named parts of `total`.
+    pub components: Vec<Metric>,
+}

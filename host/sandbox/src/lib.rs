@@ -1,7 +1,46 @@
 //! # ragen-gym-sandbox: run untrusted environment plugins in wasmtime
 //!
-//! The only crate that depends on wasmtime. See `shared/design/architecture.md`, "Sandbox rules".
+//! The only crate that depends on wasmtime. A plugin is a WASM component; this crate verifies
+//! it without running it ([`inspect_bytes`]), compiles and caches it, and runs each env in its
+//! own instance under fuel, epoch-deadline and memory limits with no WASI capability
+//! (architecture note, "Sandbox rules").
+//!
+//! ```no_run
+//! use ragen_gym_sandbox::{Grants, Sandbox, SandboxConfig};
+//! use ragen_gym_core::Env;
+//!
+//! let sandbox = Sandbox::new(SandboxConfig::default()).unwrap();
+//! let plugin = sandbox.load_file("sokoban.wasm".as_ref()).unwrap();
+//! let mut env = plugin.new_env("", Grants::default()).unwrap();
+//! let first = env.reset(42).unwrap();
+//! let step = env.step("Up").unwrap();
+//! # let _ = (first, step);
+//! ```
 
+#![deny(missing_docs)]
+
+mod bindings;
+mod cache;
+pub mod check;
+pub mod config;
+pub mod error;
 pub mod http;
+pub mod inspect;
+pub mod manifest;
+pub mod output;
+pub mod plugin;
+pub mod reward;
+pub mod sandbox;
+mod state;
+pub mod wasm_env;
 
+pub use check::{CheckReport, check_env};
+pub use config::{Grants, SandboxConfig, default_cache_dir};
+pub use error::{LoadError, PluginError, PluginErrorKind};
 pub use http::{CapabilityGranter, HostPort, HttpError, HttpRequest, HttpResponse, HttpTransport};
+pub use inspect::{PluginInfo, inspect_bytes, sha256_hex};
+pub use manifest::{Capabilities, Manifest, ManifestLimits, PluginKind};
+pub use plugin::Plugin;
+pub use reward::{RewardBreakdown, RewardFunction, Trajectory, Turn};
+pub use sandbox::Sandbox;
+pub use wasm_env::{EnvStats, WasmEnv, WasmEnvError};

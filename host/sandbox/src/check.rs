@@ -1,0 +1,186 @@
+//! `check_env`: a conformance checker in the spirit of Gymnasium's `check_env`
+//! (`gymnasium.utils.env_checker`): spec sanity, reset determinism
+//! (`check_reset_seed_determinism`), step determinism (a seeded random action log replayed
+//! twice on fresh envs), and limits (episodes end within `max_episode_steps` without plugin
+//! errors; rewards finite).
+
+use ragen_gym_core::{Env, EnvCallError, ResetResult, StepResult};
+use serde::Serialize;
+
+/// Result of [`check_env`].
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    /// Env id (from its spec), if one could be built.
+    pub env_id: String,
+    /// True when every check passed.
+    pub ok: bool,
+    /// Names of the checks that passed.
+    pub passed: Vec<String>,
+    /// One line per failed check: `check: what went wrong`.
+    pub failures: Vec<String>,
+}
+
+/// Seeds used by the checks.
+const SEEDS: [u64; 3] = [0, 1, 12345];
+
+/// Step outcome without float noise: what must be identical on replay.
+fn fingerprint(r: &StepResult) -> String {
+    format!(
+        "{}|{}|{}|{}|{}|{}|{}|{:?}",
+        r.observation,
+        r.reward.to_bits(),
+        r.terminated,
+        r.truncated,
+        r.action_is_valid,
+        r.action_is_effective,
+        r.success,
+        r.info.iter().map(|m| (&m.name, m.value.to_bits())).collect::<Vec<_>>()
+    )
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Free-text probes for envs without discrete action names.
+const TEXT_ACTIONS: [&str; 4] = ["search[shoes]", "click[item 1]", "help", ""];
+
+/// Run one episode with actions drawn from `rng_seed`; returns the reset observation and the
+/// step fingerprints, or the first error.
+fn episode(env: &mut dyn Env, seed: u64, rng_seed: u64) -> Result<(String, Vec<String>), String> {
+    let spec = env.spec().clone();
+    let first: ResetResult = env.reset(seed).map_err(|e| e.to_string())?;
+    let mut log = Vec::new();
+    let mut rng = rng_seed;
+    let limit = spec.max_episode_steps.max(1);
+    for _ in 0..limit {
+        let action = match &spec.action_names {
+            Some(names) if !names.is_empty() => names[(splitmix(&mut rng) % names.len() as u64) as usize].clone(),
+            _ => TEXT_ACTIONS[(splitmix(&mut rng) % TEXT_ACTIONS.len() as u64) as usize].to_string(),
+        };
+        let r = env.step(&action).map_err(|e| format!("step({action:?}): {e}"))?;
+        if !r.reward.is_finite() {
+            return Err(format!("step({action:?}) returned reward {}", r.reward));
+        }
+        let done = r.terminated || r.truncated;
+        log.push(fingerprint(&r));
+        if done {
+            break;
+        }
+    }
+    Ok((first.observation, log))
+}
+
+/// Check an env built by `make` (called several times: each check uses fresh envs).
+pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, String>) -> CheckReport {
+    let mut report = CheckReport { env_id: String::new(), ok: false, passed: vec![], failures: vec![] };
+    let outcome = |report: &mut CheckReport, name: &str, r: Result<(), String>| match r {
+        Ok(()) => report.passed.push(name.to_string()),
+        Err(e) => report.failures.push(format!("{name}: {e}")),
+    };
+    let mut env = match make() {
+        Ok(e) => e,
+        Err(e) => {
+            report.failures.push(format!("create: {e}"));
+            return report;
+        }
+    };
+    report.env_id = env.spec().id.clone();
+    outcome(&mut report, "spec", check_spec(env.as_ref()));
+
+    // Reset determinism: same seed twice on one env, and on a second fresh env.
+    let reset_det = (|| -> Result<(), String> {
+        let mut other = make()?;
+        for seed in SEEDS {
+            let a = env.reset(seed).map_err(|e| e.to_string())?.observation;
+            let b = env.reset(seed).map_err(|e| e.to_string())?.observation;
+            let c = other.reset(seed).map_err(|e| e.to_string())?.observation;
+            if a != b {
+                return Err(format!("reset({seed}) twice on one env gave different observations"));
+            }
+            if a != c {
+                return Err(format!("reset({seed}) on two envs gave different observations"));
+            }
+            if a.is_empty() {
+                return Err(format!("reset({seed}) returned an empty observation"));
+            }
+        }
+        Ok(())
+    })();
+    outcome(&mut report, "reset_determinism", reset_det);
+
+    // Step determinism: a seeded random action log replayed on two fresh envs.
+    let step_det = (|| -> Result<(), String> {
+        for (i, seed) in SEEDS.iter().enumerate() {
+            let mut a = make()?;
+            let mut b = make()?;
+            let ra = episode(a.as_mut(), *seed, 1000 + i as u64)?;
+            let rb = episode(b.as_mut(), *seed, 1000 + i as u64)?;
+            if ra != rb {
+                let at = ra.1.iter().zip(&rb.1).position(|(x, y)| x != y).unwrap_or(ra.1.len().min(rb.1.len()));
+                return Err(format!("seed {seed}: replaying the same actions diverged at step {at}"));
+            }
+        }
+        Ok(())
+    })();
+    outcome(&mut report, "step_determinism", step_det);
+
+    // Limits: episodes end (terminated/truncated) or reach max_episode_steps without errors;
+    // a step after the end is an env error or a handled no-op, never a plugin failure.
+    let limits = (|| -> Result<(), String> {
+        for seed in 0..8u64 {
+            let (_, log) = episode(env.as_mut(), seed, 77 + seed)?;
+            let max = env.spec().max_episode_steps as usize;
+            if log.len() > max {
+                return Err(format!("seed {seed}: ran {} steps, over max_episode_steps {max}", log.len()));
+            }
+        }
+        env.reset(3).map_err(|e| e.to_string())?;
+        match env.step("definitely-not-an-action") {
+            Ok(r) if r.action_is_valid => Err("an unknown action was reported as valid".into()),
+            Ok(_) | Err(EnvCallError::Env { .. }) => Ok(()),
+            Err(e @ EnvCallError::Plugin(_)) => Err(format!("an unknown action crashed the plugin: {e}")),
+        }
+    })();
+    outcome(&mut report, "limits", limits);
+    report.ok = report.failures.is_empty();
+    report
+}
+
+fn check_spec(env: &dyn Env) -> Result<(), String> {
+    let s = env.spec();
+    let (ns, name) = s.id.split_once('/').ok_or_else(|| format!("id {:?} is not `namespace/Name-vN`", s.id))?;
+    let versioned = name.rsplit_once("-v").is_some_and(|(n, v)| !n.is_empty() && !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()));
+    if ns.is_empty() || !versioned {
+        return Err(format!("id {:?} is not `namespace/Name-vN`", s.id));
+    }
+    semver::Version::parse(&s.version).map_err(|e| format!("version {:?} is not semver: {e}", s.version))?;
+    if s.instruction.trim().is_empty() {
+        return Err("instruction is empty".into());
+    }
+    if s.max_episode_steps == 0 {
+        return Err("max_episode_steps is 0".into());
+    }
+    if let Some(names) = &s.action_names {
+        if names.is_empty() {
+            return Err("action_names is an empty list (use none for free-text actions)".into());
+        }
+        let mut lower: Vec<String> = names.iter().map(|n| n.to_lowercase()).collect();
+        lower.sort();
+        lower.dedup();
+        if lower.len() != names.len() {
+            return Err("action_names are not unique case-insensitively".into());
+        }
+    }
+    if !s.default_config.trim().is_empty() {
+        let v: serde_json::Value = serde_json::from_str(&s.default_config).map_err(|e| format!("default_config is not JSON: {e}"))?;
+        if !v.is_object() {
+            return Err("default_config is not a JSON object".into());
+        }
+    }
+    Ok(())
+}

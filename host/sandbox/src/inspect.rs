@@ -1,0 +1,204 @@
+//! Read and validate a plugin without running any of its code: parse the component with
+//! `wasmparser`, find the `ragen:plugin` manifest section (at any nesting depth; rustc places it
+//! in the nested core module), check the interface version (semver) and the component's imports
+//! and exports against the manifest.
+
+use crate::error::LoadError;
+use crate::manifest::{HOST_INTERFACE_VERSION, Manifest, PluginKind, SUPPORTED_INTERFACE};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use wasmparser::{Encoding, Parser, Payload};
+
+/// Name of the manifest custom section (same constant as the SDK's).
+pub const MANIFEST_SECTION: &str = "ragen:plugin";
+
+/// Everything known about a plugin before running it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginInfo {
+    /// The embedded manifest.
+    pub manifest: Manifest,
+    /// sha256 of the component bytes, lowercase hex: the plugin's identity.
+    pub sha256: String,
+    /// Size of the component in bytes.
+    pub size_bytes: usize,
+    /// Top-level component imports (interface names with versions).
+    pub imports: Vec<String>,
+    /// Top-level component exports.
+    pub exports: Vec<String>,
+}
+
+/// Hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Parse `bytes` (named `name` in errors), read the manifest and check it, its interface version
+/// and the imports/exports. Runs no plugin code.
+///
+/// # Errors
+/// [`LoadError::Malformed`], [`LoadError::NotAComponent`], [`LoadError::MissingManifest`],
+/// [`LoadError::InvalidManifest`], [`LoadError::IncompatibleInterface`],
+/// [`LoadError::ForbiddenImport`], [`LoadError::MissingExport`].
+pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> {
+    let malformed = |reason: String| LoadError::Malformed { name: name.to_string(), reason };
+    let mut depth = 0usize;
+    let mut manifest_bytes: Option<&[u8]> = None;
+    let mut imports = Vec::new();
+    let mut exports = Vec::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        let payload = payload.map_err(|e| malformed(e.to_string()))?;
+        match payload {
+            Payload::Version { encoding, .. } => {
+                if depth == 0 && encoding != Encoding::Component {
+                    return Err(LoadError::NotAComponent { name: name.to_string() });
+                }
+                depth += 1;
+            }
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::CustomSection(section) if section.name() == MANIFEST_SECTION => {
+                if manifest_bytes.is_some() {
+                    return Err(LoadError::InvalidManifest {
+                        name: name.to_string(),
+                        reason: "more than one `ragen:plugin` section".into(),
+                    });
+                }
+                manifest_bytes = Some(section.data());
+            }
+            Payload::ComponentImportSection(reader) if depth == 1 => {
+                for import in reader {
+                    imports.push(import.map_err(|e| malformed(e.to_string()))?.name.name.to_string());
+                }
+            }
+            Payload::ComponentExportSection(reader) if depth == 1 => {
+                for export in reader {
+                    exports.push(export.map_err(|e| malformed(e.to_string()))?.name.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(malformed("unexpected end of file".into()));
+    }
+    let raw = manifest_bytes.ok_or_else(|| LoadError::MissingManifest { name: name.to_string() })?;
+    let manifest: Manifest = serde_json::from_slice(raw)
+        .map_err(|e| LoadError::InvalidManifest { name: name.to_string(), reason: e.to_string() })?;
+    validate_manifest(name, &manifest)?;
+    check_interface_version(&manifest)?;
+    check_imports(&manifest, &imports)?;
+    check_exports(&manifest, &exports)?;
+    Ok(PluginInfo { manifest, sha256: sha256_hex(bytes), size_bytes: bytes.len(), imports, exports })
+}
+
+fn validate_manifest(name: &str, m: &Manifest) -> Result<(), LoadError> {
+    let bad = |reason: String| Err(LoadError::InvalidManifest { name: name.to_string(), reason });
+    if m.id.is_empty() || m.id.len() > 128 || !m.id.contains('/') || m.id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return bad(format!("field `id` must look like `namespace/Name-vN`, got {:?}", m.id));
+    }
+    if semver::Version::parse(&m.version).is_err() {
+        return bad(format!("field `version` is not semver: {:?}", m.version));
+    }
+    for target in &m.capabilities.http {
+        if let Err(e) = crate::http::HostPort::parse(target) {
+            return bad(format!("field `capabilities.http`: {e}"));
+        }
+    }
+    Ok(())
+}
+
+/// Reject a plugin whose `interface_version` is outside [`SUPPORTED_INTERFACE`].
+///
+/// # Errors
+/// [`LoadError::IncompatibleInterface`] naming the plugin's and the host's versions.
+pub fn check_interface_version(m: &Manifest) -> Result<(), LoadError> {
+    let incompatible = || LoadError::IncompatibleInterface {
+        id: m.id.clone(),
+        version: m.version.clone(),
+        plugin_interface: m.interface_version.clone(),
+        host_supported: SUPPORTED_INTERFACE.to_string(),
+        host_interface: HOST_INTERFACE_VERSION.to_string(),
+    };
+    let req = semver::VersionReq::parse(SUPPORTED_INTERFACE).expect("valid constant");
+    let v = semver::Version::parse(&m.interface_version).map_err(|_| incompatible())?;
+    if req.matches(&v) { Ok(()) } else { Err(incompatible()) }
+}
+
+fn check_imports(m: &Manifest, imports: &[String]) -> Result<(), LoadError> {
+    for import in imports {
+        let forbid = |reason: &str| LoadError::ForbiddenImport { id: m.id.clone(), import: import.clone(), reason: reason.to_string() };
+        let base = import.split('@').next().unwrap_or(import);
+        match base {
+            // WASI is linked but grants nothing: no preopens, env vars, args or sockets.
+            b if b.starts_with("wasi:") => {}
+            "ragen:gym/log" | "ragen:gym/types" => {}
+            "ragen:gym/http" => {
+                if m.kind != PluginKind::Environment {
+                    return Err(forbid("http is only available to environment plugins"));
+                }
+                if m.capabilities.http.is_empty() {
+                    return Err(forbid("the manifest declares no http capability (`capabilities.http`)"));
+                }
+            }
+            _ => return Err(forbid("the host does not provide this interface")),
+        }
+    }
+    Ok(())
+}
+
+fn check_exports(m: &Manifest, exports: &[String]) -> Result<(), LoadError> {
+    let expected = match m.kind {
+        PluginKind::Environment => "ragen:gym/environment",
+        PluginKind::RewardFunction => "ragen:gym/reward-function",
+    };
+    if exports.iter().any(|e| e.split('@').next() == Some(expected)) {
+        Ok(())
+    } else {
+        Err(LoadError::MissingExport { id: m.id.clone(), expected: expected.to_string(), found: exports.join(", ") })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{Capabilities, ManifestLimits};
+
+    fn manifest(interface: &str) -> Manifest {
+        Manifest {
+            id: "t/T-v0".into(),
+            version: "0.1.0".into(),
+            interface_version: interface.into(),
+            kind: PluginKind::Environment,
+            description: String::new(),
+            capabilities: Capabilities::default(),
+            limits: ManifestLimits::default(),
+        }
+    }
+
+    #[test]
+    fn interface_semver_range() {
+        assert!(check_interface_version(&manifest("0.1.0")).is_ok());
+        assert!(check_interface_version(&manifest("0.1.7")).is_ok());
+        for bad in ["0.2.0", "1.0.0", "0.0.9", "x"] {
+            let e = check_interface_version(&manifest(bad)).unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains(HOST_INTERFACE_VERSION), "{e}");
+        }
+    }
+
+    #[test]
+    fn http_import_needs_declaration() {
+        let imports = vec!["ragen:gym/http@0.1.0".to_string(), "wasi:filesystem/types@0.2.6".to_string()];
+        assert!(matches!(check_imports(&manifest("0.1.0"), &imports), Err(LoadError::ForbiddenImport { .. })));
+        let mut m = manifest("0.1.0");
+        m.capabilities.http = vec!["127.0.0.1:3000".into()];
+        assert!(check_imports(&m, &imports).is_ok());
+        assert!(check_imports(&m, &["evil:x/y".to_string()]).is_err());
+    }
+
+    #[test]
+    fn garbage_and_truncated_bytes_are_malformed() {
+        assert!(matches!(inspect_bytes("g", b"not wasm at all"), Err(LoadError::Malformed { .. })));
+        let header = b"\0asm\x0d\0\x01\0\x01\x05";
+        assert!(matches!(inspect_bytes("t", header), Err(LoadError::Malformed { .. })));
+        assert!(matches!(inspect_bytes("m", b"\0asm\x01\0\0\0"), Err(LoadError::NotAComponent { .. })));
+    }
+}
