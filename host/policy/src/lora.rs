@@ -1,0 +1,148 @@
+//! LoRA (Hu et al. 2021, arXiv 2106.09685): `W x + (alpha / r) · B A x` with `A` random, `B` zero,
+//! and a frozen-weight matmul whose backward computes only the input gradient.
+
+use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::{PolicyError, Result};
+
+/// Which projections get LoRA adapters and how large they are (PEFT's `LoraConfig` fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoraConfig {
+    /// Rank r of the update.
+    pub rank: usize,
+    /// Scaling numerator: the update is multiplied by `alpha / rank`.
+    pub alpha: f64,
+    /// Module names as in Hugging Face checkpoints: any of `q_proj`, `k_proj`, `v_proj`,
+    /// `o_proj`, `gate_proj`, `up_proj`, `down_proj`.
+    pub target_modules: Vec<String>,
+}
+
+impl Default for LoraConfig {
+    /// r = 8, alpha = 16 on every attention and MLP projection.
+    fn default() -> Self {
+        Self {
+            rank: 8,
+            alpha: 16.0,
+            target_modules: ALL_MODULES.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// Every projection name LoRA can target.
+pub const ALL_MODULES: [&str; 7] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+];
+
+impl LoraConfig {
+    /// The `alpha / rank` multiplier.
+    pub fn scale(&self) -> f64 {
+        self.alpha / self.rank as f64
+    }
+
+    /// Check rank and module names.
+    ///
+    /// # Errors
+    /// [`PolicyError::InvalidArgument`] naming the bad field.
+    pub fn validate(&self) -> Result<()> {
+        if self.rank == 0 {
+            return Err(PolicyError::arg("lora.rank", "must be at least 1"));
+        }
+        if self.target_modules.is_empty() {
+            return Err(PolicyError::arg("lora.target_modules", "must not be empty"));
+        }
+        for m in &self.target_modules {
+            if !ALL_MODULES.contains(&m.as_str()) {
+                return Err(PolicyError::arg(
+                    "lora.target_modules",
+                    format!("unknown module {m:?}; expected one of {ALL_MODULES:?}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the projection at a Hugging Face path such as
+    /// `model.layers.3.self_attn.q_proj` is targeted.
+    pub fn targets(&self, module_path: &str) -> bool {
+        let last = module_path.rsplit('.').next().unwrap_or(module_path);
+        self.target_modules.iter().any(|m| m == last)
+    }
+}
+
+/// The trainable low-rank pair of one projection.
+#[derive(Debug, Clone)]
+pub struct LoraAdapter {
+    /// `lora_A`, shape [r, in].
+    pub a: Tensor,
+    /// `lora_B`, shape [out, r]; zero at initialisation so the adapted model starts equal to the base.
+    pub b: Tensor,
+    /// `alpha / r`.
+    pub scale: f64,
+}
+
+/// `y = x Wᵀ` with `W` constant: the forward result is computed outside (detached) and the
+/// backward returns only `dy W`, so no gradient for the frozen weight is ever computed
+/// (candle's `Matmul` backward always computes both operand gradients: spec §5, LoRA table).
+pub(crate) struct FrozenMatmul {
+    /// The frozen weight, shape [out, in], detached.
+    pub(crate) weight: Tensor,
+    /// The precomputed `x.detach() @ Wᵀ`, shape [N, out], contiguous.
+    pub(crate) result: Tensor,
+}
+
+impl CustomOp1 for FrozenMatmul {
+    fn name(&self) -> &'static str {
+        "frozen-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _storage: &CpuStorage,
+        _layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let flat = self.result.flatten_all()?;
+        let storage = match self.result.dtype() {
+            DType::F32 => CpuStorage::F32(flat.to_vec1()?),
+            DType::BF16 => CpuStorage::BF16(flat.to_vec1()?),
+            DType::F16 => CpuStorage::F16(flat.to_vec1()?),
+            DType::F64 => CpuStorage::F64(flat.to_vec1()?),
+            dt => {
+                return Err(candle_core::Error::UnsupportedDTypeForOp(
+                    dt,
+                    "frozen-matmul",
+                ));
+            }
+        };
+        Ok((storage, self.result.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        _arg: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        // dL/dx = dL/dy · W, shape [N, in].
+        Ok(Some(grad_res.matmul(&self.weight)?))
+    }
+}
+
+/// `x Wᵀ` for a frozen `W` [out, in] and a 2-D `x` [N, in] that needs a gradient; [N, out].
+pub(crate) fn frozen_matmul(x: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    let weight = weight.detach();
+    if !x.device().is_cpu() {
+        // The custom op only has a CPU forward. Elsewhere a plain matmul on the detached weight is
+        // correct; it only wastes the weight-gradient product.
+        return Ok(x.matmul(&weight.t()?)?);
+    }
+    let result = x.detach().matmul(&weight.t()?)?.contiguous()?;
+    Ok(x.apply_op1(FrozenMatmul { weight, result })?)
+}

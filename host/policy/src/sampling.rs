@@ -1,0 +1,256 @@
+//! Batched, seeded sampling with a KV cache: temperature, top-k, top-p, stop tokens and strings.
+
+use candle_core::Tensor;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{AttentionMask, KvCache, LlamaModel};
+use crate::tokenizer::Tokenizer;
+use crate::{PolicyError, Result};
+
+/// How to sample (vLLM / Hugging Face `generate` semantics).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplingParams {
+    /// Softmax temperature; 0 means greedy (argmax).
+    pub temperature: f64,
+    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches `top_p` (1 = off).
+    pub top_p: f64,
+    /// Keep only the `top_k` most likely tokens (0 = off).
+    pub top_k: usize,
+    /// Upper bound on generated tokens per prompt.
+    pub max_new_tokens: usize,
+    /// Stop once the generated text contains one of these strings (the completing token is kept).
+    pub stop: Vec<String>,
+    /// Seed; row `i` of a batch draws from ChaCha8 stream `i` of this seed, so a row's sample does
+    /// not depend on the rest of the batch.
+    pub seed: u64,
+}
+
+impl Default for SamplingParams {
+    /// Greedy, 256 new tokens, no stop strings, seed 0.
+    fn default() -> Self {
+        Self {
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: 0,
+            max_new_tokens: 256,
+            stop: Vec::new(),
+            seed: 0,
+        }
+    }
+}
+
+/// Why generation of a row ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// An end-of-turn token (`<|im_end|>`, `<|endoftext|>`) was generated (it is the last token).
+    Stop,
+    /// A stop string appeared in the text.
+    StopString,
+    /// `max_new_tokens` was reached.
+    Length,
+}
+
+/// One generated continuation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Generated token ids, including a final end-of-turn token when `finish_reason` is `Stop`.
+    pub tokens: Vec<u32>,
+    /// `log p(token)` of each generated token under the model's unmodified distribution
+    /// (temperature 1, no top-k/top-p), i.e. exactly what [`crate::score`] recomputes.
+    pub logprobs: Vec<f32>,
+    /// Decoded text without special tokens.
+    pub text: String,
+    /// Why generation ended.
+    pub finish_reason: FinishReason,
+}
+
+/// Sample continuations of a batch of prompts.
+///
+/// Prompts (token ids, any lengths) are left-padded into one batch [B, L], prefilled once, then
+/// decoded one token per step with a KV cache; finished rows are dropped from the batch and the
+/// cache. Runs on a detached view of the weights, so no autograd graph is recorded.
+///
+/// # Errors
+/// [`PolicyError::InvalidArgument`] for an empty prompt or bad parameters; tensor errors.
+pub fn sample(
+    model: &LlamaModel,
+    tokenizer: &Tokenizer,
+    prompts: &[Vec<u32>],
+    params: &SamplingParams,
+) -> Result<Vec<Sample>> {
+    if !(params.temperature >= 0.0) || !(params.top_p > 0.0 && params.top_p <= 1.0) {
+        return Err(PolicyError::arg(
+            "sampling",
+            "need temperature >= 0 and 0 < top_p <= 1",
+        ));
+    }
+    if prompts.iter().any(Vec::is_empty) {
+        return Err(PolicyError::arg(
+            "prompts",
+            "every prompt needs at least one token",
+        ));
+    }
+    let b = prompts.len();
+    let mut out: Vec<Sample> = (0..b)
+        .map(|_| Sample {
+            tokens: vec![],
+            logprobs: vec![],
+            text: String::new(),
+            finish_reason: FinishReason::Length,
+        })
+        .collect();
+    if b == 0 || params.max_new_tokens == 0 {
+        return Ok(out);
+    }
+    let model = model.detached();
+    let cfg = model.config().clone();
+    let device = model.device().clone();
+    let stop_ids = tokenizer.stop_token_ids().to_vec();
+    let pad = stop_ids[0];
+    let l = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let mut ids = Vec::with_capacity(b * l);
+    let mut key_valid: Vec<Vec<bool>> = Vec::with_capacity(b);
+    for p in prompts {
+        let padn = l - p.len();
+        ids.extend(std::iter::repeat_n(pad, padn));
+        ids.extend(p);
+        key_valid.push((0..l).map(|i| i >= padn).collect());
+    }
+    let mut rngs: Vec<ChaCha8Rng> = (0..b)
+        .map(|i| {
+            let mut r = ChaCha8Rng::seed_from_u64(params.seed);
+            r.set_stream(i as u64);
+            r
+        })
+        .collect();
+    let mut cache = KvCache::new(cfg.num_hidden_layers);
+    let input = Tensor::from_vec(ids, (b, l), &device)?;
+    let mask = AttentionMask::new(&key_valid, l, &cfg, &device)?;
+    let hidden = model.forward_hidden(&input, &mask, Some(&mut cache))?;
+    let last = hidden.narrow(1, l - 1, 1)?.squeeze(1)?;
+    let mut logits = model.lm_logits(&last)?; // [n_active, V]
+    let mut active: Vec<usize> = (0..b).collect();
+    let mut done = vec![false; b];
+    loop {
+        let rows: Vec<Vec<f32>> = logits.to_vec2()?;
+        let mut next = Vec::with_capacity(active.len());
+        for (i, &row) in active.iter().enumerate() {
+            let logit = &rows[i];
+            let lp = log_softmax(logit);
+            let tok = choose(logit, params, &mut rngs[row]);
+            let s = &mut out[row];
+            s.tokens.push(tok);
+            s.logprobs.push(lp[tok as usize]);
+            if stop_ids.contains(&tok) {
+                s.finish_reason = FinishReason::Stop;
+                done[row] = true;
+            } else if !params.stop.is_empty() && {
+                let text = tokenizer.decode(&s.tokens, true)?;
+                params.stop.iter().any(|st| text.contains(st.as_str()))
+            } {
+                s.finish_reason = FinishReason::StopString;
+                done[row] = true;
+            } else if s.tokens.len() >= params.max_new_tokens {
+                s.finish_reason = FinishReason::Length;
+                done[row] = true;
+            }
+            next.push(tok);
+        }
+        let keep: Vec<u32> = (0..active.len())
+            .filter(|&i| !done[active[i]])
+            .map(|i| i as u32)
+            .collect();
+        if keep.is_empty() {
+            break;
+        }
+        if keep.len() < active.len() {
+            cache.select_rows(&keep)?;
+            active = keep.iter().map(|&i| active[i as usize]).collect();
+            key_valid = keep
+                .iter()
+                .map(|&i| key_valid[i as usize].clone())
+                .collect();
+            next = keep.iter().map(|&i| next[i as usize]).collect();
+        }
+        for kv in &mut key_valid {
+            kv.push(true);
+        }
+        let n = active.len();
+        let input = Tensor::from_vec(next, (n, 1), &device)?;
+        let mask = AttentionMask::new(&key_valid, 1, &cfg, &device)?;
+        let hidden = model.forward_hidden(&input, &mask, Some(&mut cache))?;
+        logits = model.lm_logits(&hidden.squeeze(1)?)?;
+    }
+    for s in &mut out {
+        s.text = tokenizer.decode(&s.tokens, true)?;
+    }
+    Ok(out)
+}
+
+/// Log-softmax of one row in f64 accumulation.
+fn log_softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&x| f64::from(x - max).exp()).sum();
+    let lse = sum.ln() as f32 + max;
+    logits.iter().map(|&x| x - lse).collect()
+}
+
+/// Pick the next token: argmax when greedy, else temperature + top-k + top-p sampling.
+fn choose(logits: &[f32], p: &SamplingParams, rng: &mut ChaCha8Rng) -> u32 {
+    let argmax = || {
+        let mut best = 0;
+        for (i, &x) in logits.iter().enumerate() {
+            if x > logits[best] {
+                best = i;
+            }
+        }
+        best as u32
+    };
+    if p.temperature == 0.0 {
+        return argmax();
+    }
+    let t = p.temperature as f32;
+    let mut cand: Vec<(u32, f32)> = logits
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| (i as u32, x / t))
+        .collect();
+    let truncate = p.top_k > 0 || p.top_p < 1.0;
+    if truncate {
+        cand.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
+        if p.top_k > 0 {
+            cand.truncate(p.top_k);
+        }
+    }
+    let max = cand.iter().map(|c| c.1).fold(f32::NEG_INFINITY, f32::max);
+    let mut probs: Vec<f64> = cand.iter().map(|c| f64::from(c.1 - max).exp()).collect();
+    let total: f64 = probs.iter().sum();
+    for q in &mut probs {
+        *q /= total;
+    }
+    if p.top_p < 1.0 {
+        let mut acc = 0.0;
+        let mut keep = probs.len();
+        for (i, q) in probs.iter().enumerate() {
+            acc += q;
+            if acc >= p.top_p {
+                keep = i + 1;
+                break;
+            }
+        }
+        probs.truncate(keep);
+        cand.truncate(keep);
+    }
+    let total: f64 = probs.iter().sum();
+    let mut u = rng.random::<f64>() * total;
+    for (c, q) in cand.iter().zip(&probs) {
+        u -= q;
+        if u <= 0.0 {
+            return c.0;
+        }
+    }
+    cand.last().map_or_else(argmax, |c| c.0)
+}

@@ -1,0 +1,270 @@
+//! Per-token log-probs and entropy of given token sequences, as tensors that backpropagate.
+
+use candle_core::{D, DType, Device, Tensor};
+
+use crate::model::{AttentionMask, LlamaModel};
+use crate::{PolicyError, Result};
+
+/// A padded batch of token sequences for training.
+///
+/// All rows have the same length T. Padding may be on either side (`attention_mask` = 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenBatch {
+    /// [B, T] token ids (any id at padding positions).
+    pub input_ids: Vec<Vec<u32>>,
+    /// [B, T] 1 for real tokens, 0 for padding.
+    pub attention_mask: Vec<Vec<u8>>,
+    /// [B, T] 1 where token t is scored (a policy-generated response token), else 0. Column 0
+    /// can never be scored (nothing predicts it); a scored token must be a real token.
+    pub loss_mask: Vec<Vec<u8>>,
+}
+
+impl TokenBatch {
+    /// Check shapes and masks.
+    ///
+    /// # Errors
+    /// [`PolicyError::InvalidArgument`] naming the field.
+    pub fn new(
+        input_ids: Vec<Vec<u32>>,
+        attention_mask: Vec<Vec<u8>>,
+        loss_mask: Vec<Vec<u8>>,
+    ) -> Result<Self> {
+        let b = Self {
+            input_ids,
+            attention_mask,
+            loss_mask,
+        };
+        b.validate()?;
+        Ok(b)
+    }
+
+    /// Right-pad `(tokens, loss_mask)` sequences to the longest one with `pad_id`.
+    ///
+    /// # Errors
+    /// [`PolicyError::InvalidArgument`] when a mask length differs from its sequence.
+    pub fn right_padded(seqs: &[(Vec<u32>, Vec<u8>)], pad_id: u32) -> Result<Self> {
+        let t = seqs.iter().map(|s| s.0.len()).max().unwrap_or(0);
+        let mut ids = Vec::new();
+        let mut att = Vec::new();
+        let mut lm = Vec::new();
+        for (tok, mask) in seqs {
+            if tok.len() != mask.len() {
+                return Err(PolicyError::arg(
+                    "loss_mask",
+                    "length differs from its token sequence",
+                ));
+            }
+            let pad = t - tok.len();
+            ids.push(
+                tok.iter()
+                    .copied()
+                    .chain(std::iter::repeat_n(pad_id, pad))
+                    .collect(),
+            );
+            att.push(
+                std::iter::repeat_n(1, tok.len())
+                    .chain(std::iter::repeat_n(0, pad))
+                    .collect(),
+            );
+            lm.push(
+                mask.iter()
+                    .copied()
+                    .chain(std::iter::repeat_n(0, pad))
+                    .collect(),
+            );
+        }
+        Self::new(ids, att, lm)
+    }
+
+    /// B.
+    pub fn batch_size(&self) -> usize {
+        self.input_ids.len()
+    }
+
+    /// T.
+    pub fn seq_len(&self) -> usize {
+        self.input_ids.first().map_or(0, Vec::len)
+    }
+
+    /// Number of scored tokens.
+    pub fn num_scored(&self) -> usize {
+        self.loss_mask.iter().flatten().filter(|&&m| m != 0).count()
+    }
+
+    /// Number of real (non-padding) tokens.
+    pub fn num_tokens(&self) -> usize {
+        self.attention_mask
+            .iter()
+            .flatten()
+            .filter(|&&m| m != 0)
+            .count()
+    }
+
+    fn validate(&self) -> Result<()> {
+        let b = self.input_ids.len();
+        let t = self.seq_len();
+        if b == 0 || t < 2 {
+            return Err(PolicyError::arg(
+                "input_ids",
+                "need at least one row of at least 2 tokens",
+            ));
+        }
+        let rect = |rows: usize, lens: &mut dyn Iterator<Item = usize>| {
+            rows == b && {
+                let mut ok = true;
+                for l in lens {
+                    ok &= l == t;
+                }
+                ok
+            }
+        };
+        if !rect(
+            self.input_ids.len(),
+            &mut self.input_ids.iter().map(Vec::len),
+        ) {
+            return Err(PolicyError::arg("input_ids", "rows differ in length"));
+        }
+        if !rect(
+            self.attention_mask.len(),
+            &mut self.attention_mask.iter().map(Vec::len),
+        ) {
+            return Err(PolicyError::arg(
+                "attention_mask",
+                "shape differs from input_ids",
+            ));
+        }
+        if !rect(
+            self.loss_mask.len(),
+            &mut self.loss_mask.iter().map(Vec::len),
+        ) {
+            return Err(PolicyError::arg(
+                "loss_mask",
+                "shape differs from input_ids",
+            ));
+        }
+        for (lm, am) in self.loss_mask.iter().zip(&self.attention_mask) {
+            if lm[0] != 0 {
+                return Err(PolicyError::arg("loss_mask", "column 0 cannot be scored"));
+            }
+            if lm.iter().zip(am).any(|(&l, &a)| l != 0 && a == 0) {
+                return Err(PolicyError::arg("loss_mask", "a scored token is padding"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The shifted loss mask as f32 [B, T-1]: column t is 1 when token t+1 is scored.
+    ///
+    /// # Errors
+    /// Tensor allocation.
+    pub fn shifted_loss_mask(&self, device: &Device) -> Result<Tensor> {
+        let (b, t) = (self.batch_size(), self.seq_len());
+        let v: Vec<f32> = self
+            .loss_mask
+            .iter()
+            .flat_map(|r| r[1..].iter().map(|&m| f32::from(m != 0)))
+            .collect();
+        Ok(Tensor::from_vec(v, (b, t - 1), device)?)
+    }
+
+    pub(crate) fn key_valid(&self) -> Vec<Vec<bool>> {
+        self.attention_mask
+            .iter()
+            .map(|r| r.iter().map(|&m| m != 0).collect())
+            .collect()
+    }
+
+    pub(crate) fn ids_tensor(&self, device: &Device) -> Result<Tensor> {
+        let flat: Vec<u32> = self.input_ids.iter().flatten().copied().collect();
+        Ok(Tensor::from_vec(
+            flat,
+            (self.batch_size(), self.seq_len()),
+            device,
+        )?)
+    }
+}
+
+/// Per-token scores of a [`TokenBatch`]; column t refers to token t+1 (predicted at position t).
+#[derive(Debug, Clone)]
+pub struct Scores {
+    /// [B, T-1] f32: `log π(x_{t+1} | x_{≤t})` at scored positions, 0 elsewhere. Backpropagates.
+    pub logprobs: Tensor,
+    /// [B, T-1] f32: entropy of π(· | x_{≤t}) in nats at scored positions, 0 elsewhere. Backpropagates.
+    pub entropy: Tensor,
+    /// [B, T-1] f32: 1 at scored positions (the shifted loss mask).
+    pub mask: Tensor,
+}
+
+/// Final hidden states of a batch: [B, T, D] (f32), full causal attention with padding masked.
+///
+/// # Errors
+/// Invalid batch; tensor errors.
+pub fn hidden_states(model: &LlamaModel, batch: &TokenBatch) -> Result<Tensor> {
+    batch.validate()?;
+    let device = model.device();
+    let mask = AttentionMask::new(&batch.key_valid(), batch.seq_len(), model.config(), device)?;
+    model.forward_hidden(&batch.ids_tensor(device)?, &mask, None)
+}
+
+/// Log-probs and entropy of the scored tokens of `batch`.
+///
+/// The lm_head is applied only at the N positions whose next token is scored ([N, D] -> [N, V]),
+/// and results are scattered back to [B, T-1] with a differentiable `index_add`.
+/// Log-softmax and entropy subtract a detached max (spec §5, §8).
+///
+/// # Errors
+/// Invalid batch; tensor errors.
+pub fn score(model: &LlamaModel, batch: &TokenBatch) -> Result<Scores> {
+    let hidden = hidden_states(model, batch)?;
+    let device = model.device().clone();
+    let (b, t) = (batch.batch_size(), batch.seq_len());
+    let d = model.config().hidden_size;
+    let mut src_idx = Vec::new();
+    let mut dst_idx = Vec::new();
+    let mut targets = Vec::new();
+    for (r, (ids, lm)) in batch.input_ids.iter().zip(&batch.loss_mask).enumerate() {
+        for p in 0..t - 1 {
+            if lm[p + 1] != 0 {
+                src_idx.push((r * t + p) as u32);
+                dst_idx.push((r * (t - 1) + p) as u32);
+                targets.push(ids[p + 1]);
+            }
+        }
+    }
+    let mask = batch.shifted_loss_mask(&device)?;
+    let zeros = Tensor::zeros(b * (t - 1), DType::F32, &device)?;
+    if src_idx.is_empty() {
+        // Nothing scored: zero tensors still connected to the graph through `hidden`.
+        let z = (hidden.sum_all()? * 0.0)?.broadcast_add(&zeros.reshape((b, t - 1))?)?;
+        return Ok(Scores {
+            logprobs: z.clone(),
+            entropy: z,
+            mask,
+        });
+    }
+    let n = src_idx.len();
+    let src = Tensor::from_vec(src_idx, n, &device)?;
+    let dst = Tensor::from_vec(dst_idx, n, &device)?;
+    let tgt = Tensor::from_vec(targets, (n, 1), &device)?;
+    let h = hidden.reshape((b * t, d))?.index_select(&src, 0)?; // [N, D]
+    let logits = model.lm_logits(&h)?; // [N, V]
+    let (lp, ent) = logprobs_and_entropy(&logits, &tgt)?;
+    let logprobs = zeros.index_add(&dst, &lp, 0)?.reshape((b, t - 1))?;
+    let entropy = zeros.index_add(&dst, &ent, 0)?.reshape((b, t - 1))?;
+    Ok(Scores {
+        logprobs,
+        entropy,
+        mask,
+    })
+}
+
+/// logits [N, V], targets [N, 1] u32 -> (log-prob of target [N], entropy [N]).
+pub(crate) fn logprobs_and_entropy(logits: &Tensor, targets: &Tensor) -> Result<(Tensor, Tensor)> {
+    let m = logits.max_keepdim(D::Minus1)?.detach();
+    let z = logits.broadcast_sub(&m)?; // [N, V]
+    let lse = z.exp()?.sum_keepdim(D::Minus1)?.log()?; // [N, 1]
+    let lp = (z.gather(targets, 1)? - &lse)?.squeeze(1)?;
+    let p = z.broadcast_sub(&lse)?.exp()?;
+    let ent = (lse.squeeze(1)? - (p * &z)?.sum(D::Minus1)?)?;
+    Ok((lp, ent))
+}

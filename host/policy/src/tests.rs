@@ -1,0 +1,1 @@
+//! Tests on tiny random models.
