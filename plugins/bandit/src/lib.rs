@@ -1,1 +1,28 @@
-//! placeholder
+//! # ragen-bandit: RAGEN's two-armed bandit as a ragen-gym environment plugin
+//!
+//! One pull between two named arms (arXiv 2504.20073 §3; spec `ragen.md` §3.1): the low arm
+//! ("Phoenix") always pays 0.1, the high arm ("Dragon") pays 1.0 with probability 0.25; the arm
+//! order is shuffled by the seed; success means picking the high arm. Names and payouts are
+//! configurable ([`BanditConfig`]).
+//!
+//! ```
+//! use ragen_gym_sdk::Environment;
+//! use ragen_bandit::Bandit;
+//!
+//! let mut env = Bandit::new("").unwrap();
+//! env.reset(0).unwrap();
+//! let step = env.step("Dragon").unwrap();
+//! assert!(step.success && step.terminated);
+//! ```
+
+pub mod config;
+pub mod env;
+pub mod text;
+
+pub use config::BanditConfig;
+pub use env::Bandit;
+
+ragen_gym_sdk::export_env!(
+    Bandit,
+    r#"{"id":"ragen/Bandit-v0","version":"0.1.0","interface_version":"0.1.0","kind":"environment","description":"RAGEN's two-armed bandit: one pull between a safe arm and a risky arm with the higher mean.","capabilities":{},"limits":{}}"#
+);

@@ -1,1 +1,30 @@
-//! placeholder
+//! # ragen-frozen-lake: RAGEN's FrozenLake as a ragen-gym environment plugin
+//!
+//! Gymnasium's FrozenLake with RAGEN's random maps (arXiv 2504.20073 §3; spec `ragen.md` §3.3):
+//! a 4x4 map per seed with P(frozen) = 0.8, distinct random start and goal, the goal always
+//! reachable; slippery moves (intended direction 1/3, each perpendicular 1/3); reward 1 at the
+//! goal; the episode ends in a hole or at the goal. Actions in RAGEN's order `Left`, `Down`,
+//! `Right`, `Up`; symbols `P _ O G X √`.
+//!
+//! ```
+//! use ragen_gym_sdk::Environment;
+//! use ragen_frozen_lake::FrozenLake;
+//!
+//! let mut env = FrozenLake::new(r#"{"is_slippery": false}"#).unwrap();
+//! let first = env.reset(7).unwrap();
+//! assert_eq!(first.observation.lines().count(), 4);
+//! assert!(env.step("Down").unwrap().action_is_valid);
+//! ```
+
+pub mod config;
+pub mod env;
+pub mod map;
+
+pub use config::FrozenLakeConfig;
+pub use env::FrozenLake;
+pub use map::{Cell, LakeMap};
+
+ragen_gym_sdk::export_env!(
+    FrozenLake,
+    r#"{"id":"ragen/FrozenLake-v0","version":"0.1.0","interface_version":"0.1.0","kind":"environment","description":"RAGEN's FrozenLake: reach the goal on a slippery random lake without falling into a hole.","capabilities":{},"limits":{}}"#
+);

@@ -1,1 +1,38 @@
-//! placeholder
+//! # ragen-sokoban: RAGEN's Sokoban as a ragen-gym environment plugin
+//!
+//! Rules from gym-sokoban as used by RAGEN (arXiv 2504.20073, §3 and appendix B.1; spec
+//! `ragen.md` §3.2): push every box onto a target, actions `Up`/`Down`/`Left`/`Right`, reward
+//! -0.1 per step, +1/-1 for a box onto/off a target, +10 when solved; levels from the
+//! reverse-play generator ([`generator`]).
+//!
+//! Configs (JSON, see [`SokobanConfig`]): `""` is RAGEN's `SimpleSokoban` (6x6, 1 box);
+//! `{"dim_x":8,"dim_y":8,"num_boxes":2,"search_depth":10}` is `LargerSokoban`;
+//! `{"search_depth":30,"grid_vocab":"alternate"}` is `SokobanDifferentGridVocab`.
+//!
+//! ```
+//! use ragen_gym_sdk::Environment;
+//! use ragen_sokoban::Sokoban;
+//!
+//! let mut env = Sokoban::new("").unwrap();
+//! let first = env.reset(42).unwrap();
+//! assert_eq!(first.observation.lines().count(), 6);
+//! let step = env.step("Up").unwrap();
+//! assert!(step.action_is_valid);
+//! ```
+
+pub mod config;
+pub mod env;
+pub mod generator;
+pub mod level;
+#[cfg(test)]
+mod solver;
+
+pub use config::{GridVocab, SokobanConfig};
+pub use env::Sokoban;
+pub use generator::{Generated, generate};
+pub use level::{Direction, Level, MoveOutcome, Tile};
+
+ragen_gym_sdk::export_env!(
+    Sokoban,
+    r#"{"id":"ragen/Sokoban-v0","version":"0.1.0","interface_version":"0.1.0","kind":"environment","description":"RAGEN's Sokoban: push every box onto a target in a generated room.","capabilities":{},"limits":{}}"#
+);

@@ -1,0 +1,378 @@
+//! The [`FrozenLake`] env: RAGEN's `FrozenLakeEnv` (a gymnasium `FrozenLakeEnv` subclass with a
+//! random map per seed) behind the SDK's [`Environment`] trait.
+//!
+//! Dynamics (gymnasium): a slippery move goes in the intended direction with probability
+//! `success_rate` (1/3) and in each perpendicular direction with probability
+//! `(1 - success_rate) / 2`; moving into the edge leaves the player in place. Reward 1 on
+//! reaching the goal, else 0. The episode terminates in a hole or at the goal (no time limit:
+//! RAGEN does not use gymnasium's `TimeLimit`).
+//!
+//! Randomness: the map comes from `ChaCha8Rng::seed_from_u64(seed)` and the slips from the same
+//! seed on ChaCha stream 1, so a seed fixes both (as RAGEN's `reset(seed)` does).
+
+use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult, Symbol};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::FrozenLakeConfig;
+use crate::map::{Cell, LakeMap, MAX_MAP_ATTEMPTS};
+
+/// Action names in RAGEN's order (`action_lookup` 1..=4 = gymnasium LEFT, DOWN, RIGHT, UP).
+pub const ACTION_NAMES: [&str; 4] = ["Left", "Down", "Right", "Up"];
+/// RAGEN's `max_actions_per_traj` for the FrozenLake tag.
+pub const MAX_EPISODE_STEPS: u32 = 10;
+/// RAGEN's `grid_vocab`: symbol and meaning.
+pub const LEGEND: [(&str, &str); 6] = [
+    ("P", "player"),
+    ("_", "empty"),
+    ("O", "hole"),
+    ("G", "goal"),
+    ("X", "player in hole"),
+    ("\u{221a}", "player on goal"),
+];
+
+const INSTRUCTION: &str = "You walk on a frozen lake and must reach the goal G without falling \
+into a hole O. The ice is slippery: a move can send you sideways instead of where you meant to \
+go, and walking off the edge leaves you where you are. Answer with a list of moves, for example \
+<answer>Down || Right</answer>.";
+
+/// One FrozenLake env instance.
+#[derive(Debug, Clone)]
+pub struct FrozenLake {
+    config: FrozenLakeConfig,
+    episode: Option<Episode>,
+}
+
+#[derive(Debug, Clone)]
+struct Episode {
+    map: LakeMap,
+    player: usize,
+    rng: ChaCha8Rng,
+    done: bool,
+}
+
+impl FrozenLake {
+    /// An env with an already validated config.
+    pub fn with_config(config: FrozenLakeConfig) -> Self {
+        Self {
+            config,
+            episode: None,
+        }
+    }
+
+    /// The current map and player cell, if reset.
+    pub fn state(&self) -> Option<(&LakeMap, usize)> {
+        self.episode.as_ref().map(|e| (&e.map, e.player))
+    }
+
+    /// Render the map with the player (RAGEN's text render; the start shows as empty).
+    pub fn render(map: &LakeMap, player: usize) -> String {
+        let mut out = String::with_capacity(map.size * (map.size + 1) * 2);
+        for (pos, cell) in map.cells.iter().enumerate() {
+            if pos > 0 && pos % map.size == 0 {
+                out.push('\n');
+            }
+            out.push_str(match (pos == player, cell) {
+                (true, Cell::Hole) => "X",
+                (true, Cell::Goal) => "\u{221a}",
+                (true, Cell::Frozen) => "P",
+                (false, Cell::Hole) => "O",
+                (false, Cell::Goal) => "G",
+                (false, Cell::Frozen) => "_",
+            });
+        }
+        out
+    }
+
+    /// Draw the direction actually taken for intended gymnasium direction `intended`.
+    /// Outcomes are ordered `[(a - 1) % 4, a, (a + 1) % 4]` and picked as the first whose
+    /// cumulative probability exceeds a uniform draw (gymnasium's `categorical_sample`).
+    fn sample_direction(&self, intended: usize, rng: &mut ChaCha8Rng) -> usize {
+        if !self.config.is_slippery {
+            return intended;
+        }
+        let side = (1.0 - self.config.success_rate) / 2.0;
+        let outcomes = [
+            ((intended + 3) % 4, side),
+            (intended, self.config.success_rate),
+            ((intended + 1) % 4, side),
+        ];
+        let u = rng.random::<f64>();
+        let mut cumulative = 0.0;
+        for (dir, prob) in outcomes {
+            cumulative += prob;
+            if cumulative > u {
+                return dir;
+            }
+        }
+        outcomes[2].0
+    }
+}
+
+impl Environment for FrozenLake {
+    fn spec(config: &str) -> Result<EnvSpec, EnvError> {
+        FrozenLakeConfig::from_json(config)?;
+        Ok(EnvSpec {
+            id: "ragen/FrozenLake-v0".to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            description: "Cross a randomly generated slippery frozen lake to the goal without \
+                          falling into a hole (RAGEN's FrozenLake)."
+                .to_string(),
+            instruction: INSTRUCTION.to_string(),
+            action_names: Some(ACTION_NAMES.iter().map(|s| s.to_string()).collect()),
+            symbol_legend: Some(
+                LEGEND
+                    .iter()
+                    .map(|(s, m)| Symbol {
+                        symbol: s.to_string(),
+                        meaning: m.to_string(),
+                    })
+                    .collect(),
+            ),
+            max_episode_steps: MAX_EPISODE_STEPS,
+            reward_threshold: None,
+            default_config: serde_json::to_string(&FrozenLakeConfig::default()).map_err(|e| {
+                EnvError::Other(format!("failed to serialise the default config: {e}"))
+            })?,
+        })
+    }
+
+    fn new(config: &str) -> Result<Self, EnvError> {
+        Ok(Self::with_config(FrozenLakeConfig::from_json(config)?))
+    }
+
+    fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvError> {
+        let mut map_rng = ChaCha8Rng::seed_from_u64(seed);
+        let map = LakeMap::generate(self.config.size as usize, self.config.p, &mut map_rng).ok_or_else(|| {
+            EnvError::Other(format!(
+                "no map with a reachable goal in {MAX_MAP_ATTEMPTS} draws for seed {seed} (p = {})",
+                self.config.p
+            ))
+        })?;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(1);
+        let player = map.start;
+        let observation = Self::render(&map, player);
+        let holes = map.cells.iter().filter(|&&c| c == Cell::Hole).count();
+        self.episode = Some(Episode {
+            map,
+            player,
+            rng,
+            done: false,
+        });
+        Ok(ResetResult {
+            observation,
+            info: vec![Metric::new("num_holes", holes as f64)],
+        })
+    }
+
+    fn step(&mut self, action: &str) -> Result<StepResult, EnvError> {
+        let mut episode = self
+            .episode
+            .take()
+            .ok_or_else(|| EnvError::NotReady("step called before reset".to_string()))?;
+        if episode.done {
+            self.episode = Some(episode);
+            return Err(EnvError::NotReady(
+                "the episode has ended; call reset".to_string(),
+            ));
+        }
+        let action = action.trim();
+        let Some(intended) = ACTION_NAMES
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(action))
+        else {
+            let observation = Self::render(&episode.map, episode.player);
+            self.episode = Some(episode);
+            return Ok(StepResult {
+                observation,
+                reward: 0.0,
+                terminated: false,
+                truncated: false,
+                action_is_valid: false,
+                action_is_effective: false,
+                success: false,
+                info: vec![Metric::new("slipped", 0.0)],
+            });
+        };
+        let taken = self.sample_direction(intended, &mut episode.rng);
+        let from = episode.player;
+        episode.player = episode.map.neighbour(from, taken);
+        let cell = episode.map.cells[episode.player];
+        let success = cell == Cell::Goal;
+        let terminated = cell != Cell::Frozen;
+        episode.done = terminated;
+        let result = StepResult {
+            observation: Self::render(&episode.map, episode.player),
+            reward: if success { 1.0 } else { 0.0 },
+            terminated,
+            truncated: false,
+            action_is_valid: true,
+            action_is_effective: episode.player != from,
+            success,
+            info: vec![Metric::new(
+                "slipped",
+                f64::from(u8::from(taken != intended)),
+            )],
+        };
+        self.episode = Some(episode);
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_on(cells: &str, start: usize, slippery: bool) -> FrozenLake {
+        let cells: Vec<Cell> = cells
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .map(|c| match c {
+                'H' => Cell::Hole,
+                'G' => Cell::Goal,
+                _ => Cell::Frozen,
+            })
+            .collect();
+        let goal = cells.iter().position(|&c| c == Cell::Goal).unwrap();
+        let map = LakeMap {
+            size: 4,
+            cells,
+            start,
+            goal,
+        };
+        let config = FrozenLakeConfig {
+            is_slippery: slippery,
+            ..FrozenLakeConfig::default()
+        };
+        let mut env = FrozenLake::with_config(config);
+        let rng = ChaCha8Rng::seed_from_u64(0);
+        env.episode = Some(Episode {
+            player: start,
+            map,
+            rng,
+            done: false,
+        });
+        env
+    }
+
+    #[test]
+    fn hole_ends_the_episode_without_reward() {
+        let mut env = env_on("FHFF FFFF FFFF FFFG", 0, false);
+        let r = env.step("Right").unwrap();
+        assert!(r.terminated && !r.truncated && !r.success);
+        assert_eq!(r.reward, 0.0);
+        assert_eq!(r.observation, "_X__\n____\n____\n___G");
+        assert!(matches!(env.step("Down"), Err(EnvError::NotReady(_))));
+    }
+
+    #[test]
+    fn goal_pays_one_and_ends_the_episode() {
+        let mut env = env_on("FFFF FFFF FFFF FFFG", 14, false);
+        let r = env.step("right").unwrap();
+        assert!(r.terminated && r.success && r.action_is_effective);
+        assert_eq!(r.reward, 1.0);
+        assert_eq!(r.observation, "____\n____\n____\n___\u{221a}");
+    }
+
+    #[test]
+    fn moving_into_the_edge_is_not_effective() {
+        let mut env = env_on("FFFF FFFF FFFF FFFG", 0, false);
+        let r = env.step("Up").unwrap();
+        assert!(r.action_is_valid && !r.action_is_effective && !r.terminated);
+        assert_eq!(r.observation, "P___\n____\n____\n___G");
+        let r = env.step("Fly").unwrap();
+        assert!(!r.action_is_valid && r.reward == 0.0);
+    }
+
+    #[test]
+    fn slip_frequencies_match_one_third_each() {
+        // 30 000 slippery "Down" steps from the centre of an all-frozen map. Each outcome has
+        // p = 1/3: mean 10 000, sd sqrt(30000 * 1/3 * 2/3) = 81.6; allow 5 sd.
+        let mut env = env_on("FFFF FFFF FFFF FFFG", 5, true);
+        let mut counts = [0usize; 4];
+        let n = 30_000;
+        for _ in 0..n {
+            let episode = env.episode.as_mut().unwrap();
+            episode.player = 5;
+            let r = env.step("Down").unwrap();
+            let to = env.episode.as_ref().unwrap().player;
+            let dir = [4, 9, 6, 1].iter().position(|&p| p == to).unwrap();
+            counts[dir] += 1;
+            assert_eq!(r.info[0].value == 1.0, dir != 1);
+        }
+        assert_eq!(counts[3], 0, "up is never a slip of down");
+        for dir in [0, 1, 2] {
+            assert!(
+                (counts[dir] as f64 - 10_000.0).abs() < 5.0 * 81.65,
+                "{counts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn success_rate_is_configurable() {
+        let mut env = env_on("FFFF FFFF FFFF FFFG", 5, true);
+        env.config.success_rate = 0.8;
+        let n = 20_000;
+        let mut intended = 0usize;
+        for _ in 0..n {
+            env.episode.as_mut().unwrap().player = 5;
+            env.step("Right").unwrap();
+            intended += usize::from(env.episode.as_ref().unwrap().player == 6);
+        }
+        // Binomial(20000, 0.8): sd 56.6.
+        assert!(
+            (intended as f64 - 16_000.0).abs() < 5.0 * 56.6,
+            "{intended}"
+        );
+    }
+
+    #[test]
+    fn reset_renders_the_start_and_same_seed_same_map() {
+        let mut env = FrozenLake::new("").unwrap();
+        let a = env.reset(9).unwrap().observation;
+        assert_eq!(a, env.reset(9).unwrap().observation);
+        assert_eq!(a.matches('P').count(), 1);
+        assert_eq!(a.matches('G').count(), 1);
+        assert_eq!(a.lines().count(), 4);
+        let maps: std::collections::HashSet<String> =
+            (0..50).map(|s| env.reset(s).unwrap().observation).collect();
+        assert!(maps.len() > 40);
+    }
+
+    #[test]
+    fn spec_lists_ragen_actions_and_symbols() {
+        let spec = FrozenLake::spec("").unwrap();
+        assert_eq!(spec.id, "ragen/FrozenLake-v0");
+        assert_eq!(spec.action_names.unwrap(), ["Left", "Down", "Right", "Up"]);
+        assert_eq!(spec.max_episode_steps, 10);
+        let symbols: String = spec
+            .symbol_legend
+            .unwrap()
+            .iter()
+            .map(|s| s.symbol.clone())
+            .collect();
+        assert_eq!(symbols, "P_OGX\u{221a}");
+        assert_eq!(
+            FrozenLakeConfig::from_json(&spec.default_config).unwrap(),
+            FrozenLakeConfig::default()
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn same_seed_and_actions_give_the_same_episode(seed in 0u64..1_000_000, actions in proptest::collection::vec(0usize..5, 0..12)) {
+            let names = ["Left", "Down", "Right", "Up", "Stay"];
+            let run = || {
+                let mut env = FrozenLake::new("").unwrap();
+                let mut trace = vec![format!("{:?}", env.reset(seed).unwrap())];
+                for &a in &actions {
+                    trace.push(format!("{:?}", env.step(names[a])));
+                }
+                trace
+            };
+            proptest::prop_assert_eq!(run(), run());
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The Sokoban env config (JSON, strict) and the three RAGEN tags as constructors.
+//!
+//! Keys and defaults follow RAGEN's `SokobanEnvConfig` with the `SimpleSokoban` tag of
+//! `config/envs.yaml` applied (6x6, one box, `max_steps` 100, `search_depth` 300). RAGEN's
+//! `dim_room` tuple is only available as `dim_x`/`dim_y`, and its `grid_lookup`/`grid_vocab`
+//! dictionaries are replaced by the [`GridVocab`] choice.
+
+use ragen_gym_sdk::EnvError;
+use serde::{Deserialize, Serialize};
+
+/// Which set of text symbols observations use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GridVocab {
+    /// RAGEN's default symbols `# _ O √ X P S` (wall, empty, target, box on target, box,
+    /// player, player on target).
+    #[default]
+    Standard,
+    /// The `SokobanDifferentGridVocab` tag's symbols `W . G C B A @`, same order.
+    Alternate,
+}
+
+/// Configuration of one Sokoban env (the plugin's config JSON).
+///
+/// Example (RAGEN's `LargerSokoban` tag):
+/// `{"dim_x": 8, "dim_y": 8, "num_boxes": 2, "search_depth": 10}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SokobanConfig {
+    /// Rows of the room, border walls included (RAGEN `dim_x`, i.e. `dim_room[0]`). 4..=16.
+    pub dim_x: u32,
+    /// Columns of the room, border walls included (RAGEN `dim_y`). 4..=16.
+    pub dim_y: u32,
+    /// Boxes (and targets). 1..=10.
+    pub num_boxes: u32,
+    /// Steps after which an unsolved episode ends as truncated (gym-sokoban `max_steps`).
+    pub max_steps: u32,
+    /// Time-to-live of the reverse-play depth-first search (RAGEN `search_depth`). 1..=1000;
+    /// the bound keeps the recursion within the plugin's stack.
+    pub search_depth: u32,
+    /// Text symbols of observations.
+    pub grid_vocab: GridVocab,
+}
+
+impl Default for SokobanConfig {
+    fn default() -> Self {
+        Self {
+            dim_x: 6,
+            dim_y: 6,
+            num_boxes: 1,
+            max_steps: 100,
+            search_depth: 300,
+            grid_vocab: GridVocab::Standard,
+        }
+    }
+}
+
+impl SokobanConfig {
+    /// RAGEN's `LargerSokoban` tag: 8x8, two boxes, `search_depth` 10.
+    pub fn larger() -> Self {
+        Self {
+            dim_x: 8,
+            dim_y: 8,
+            num_boxes: 2,
+            search_depth: 10,
+            ..Self::default()
+        }
+    }
+
+    /// RAGEN's `SokobanDifferentGridVocab` tag: 6x6, one box, `search_depth` 30, symbols
+    /// `W . G C B A @`.
+    pub fn different_grid_vocab() -> Self {
+        Self {
+            search_depth: 30,
+            grid_vocab: GridVocab::Alternate,
+            ..Self::default()
+        }
+    }
+
+    /// Parse and validate a config JSON object (`""` means the defaults).
+    ///
+    /// # Errors
+    /// [`EnvError::InvalidConfig`] naming the field that is unknown, mistyped or out of range.
+    pub fn from_json(json: &str) -> Result<Self, EnvError> {
+        let config: Self = parse_config(json)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Check the ranges documented on each field.
+    ///
+    /// # Errors
+    /// [`EnvError::InvalidConfig`] naming the first field out of range.
+    pub fn validate(&self) -> Result<(), EnvError> {
+        let bad = |field: &str, why: String| {
+            Err(EnvError::InvalidConfig(format!("field `{field}`: {why}")))
+        };
+        for (field, value) in [("dim_x", self.dim_x), ("dim_y", self.dim_y)] {
+            if !(4..=16).contains(&value) {
+                return bad(field, format!("{value} is outside 4..=16"));
+            }
+        }
+        if !(1..=10).contains(&self.num_boxes) {
+            return bad("num_boxes", format!("{} is outside 1..=10", self.num_boxes));
+        }
+        let interior = (self.dim_x - 2) * (self.dim_y - 2);
+        if self.num_boxes + 1 >= interior {
+            return bad(
+                "num_boxes",
+                format!(
+                    "{} boxes and the player do not fit in a {}x{} room",
+                    self.num_boxes, self.dim_x, self.dim_y
+                ),
+            );
+        }
+        if self.max_steps == 0 {
+            return bad("max_steps", "must be at least 1".to_string());
+        }
+        if !(1..=1000).contains(&self.search_depth) {
+            return bad(
+                "search_depth",
+                format!("{} is outside 1..=1000", self.search_depth),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Parse an env config: `""` (or only whitespace) means the defaults; otherwise a JSON object
+/// whose keys are the fields of `C` (unknown keys are rejected by `deny_unknown_fields`).
+///
+/// # Errors
+/// [`EnvError::InvalidConfig`] naming the offending field when one has the wrong type or is
+/// unknown, or saying why the text is not a JSON object.
+pub(crate) fn parse_config<C>(json: &str) -> Result<C, EnvError>
+where
+    C: serde::de::DeserializeOwned + Default,
+{
+    if json.trim().is_empty() {
+        return Ok(C::default());
+    }
+    let value: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| EnvError::InvalidConfig(format!("config is not valid JSON: {e}")))?;
+    let serde_json::Value::Object(map) = &value else {
+        return Err(EnvError::InvalidConfig(
+            "config must be a JSON object".to_string(),
+        ));
+    };
+    match serde_json::from_value::<C>(value.clone()) {
+        Ok(config) => Ok(config),
+        Err(whole) => {
+            // serde_json's type errors do not say which key failed: retry key by key to name it.
+            for (key, field) in map {
+                let single = serde_json::Value::Object(
+                    std::iter::once((key.clone(), field.clone())).collect(),
+                );
+                if let Err(e) = serde_json::from_value::<C>(single) {
+                    return Err(EnvError::InvalidConfig(format!("field `{key}`: {e}")));
+                }
+            }
+            Err(EnvError::InvalidConfig(whole.to_string()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_config_gives_ragen_simple_sokoban_defaults() {
+        let config = SokobanConfig::from_json("").unwrap();
+        assert_eq!((config.dim_x, config.dim_y, config.num_boxes), (6, 6, 1));
+        assert_eq!((config.max_steps, config.search_depth), (100, 300));
+    }
+
+    #[test]
+    fn larger_sokoban_is_expressible_as_json() {
+        let config =
+            SokobanConfig::from_json(r#"{"dim_x":8,"dim_y":8,"num_boxes":2,"search_depth":10}"#)
+                .unwrap();
+        assert_eq!(config, SokobanConfig::larger());
+        let alt =
+            SokobanConfig::from_json(r#"{"search_depth":30,"grid_vocab":"alternate"}"#).unwrap();
+        assert_eq!(alt, SokobanConfig::different_grid_vocab());
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let err = |json: &str| match SokobanConfig::from_json(json) {
+            Err(EnvError::InvalidConfig(msg)) => msg,
+            other => panic!("expected invalid config for {json}, got {other:?}"),
+        };
+        assert!(err(r#"{"dim_z":3}"#).contains("dim_z"));
+        assert!(err(r#"{"num_boxes":"two"}"#).contains("num_boxes"));
+        assert!(err(r#"{"dim_x":6,"num_boxes":-1}"#).contains("num_boxes"));
+        assert!(err(r#"{"dim_x":3}"#).contains("dim_x"));
+        assert!(err(r#"{"grid_vocab":"emoji"}"#).contains("grid_vocab"));
+        assert!(err(r#"{"search_depth":0}"#).contains("search_depth"));
+        assert!(err("[1]").contains("object"));
+    }
+}

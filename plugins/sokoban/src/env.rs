@@ -1,0 +1,355 @@
+//! The [`Sokoban`] env: RAGEN's `SokobanEnv` (a gym-sokoban `SokobanEnv` subclass) behind the
+//! SDK's [`Environment`] trait.
+//!
+//! Rewards (gym-sokoban, RAGEN paper appendix B.1): -0.1 per step, +1 when the number of boxes
+//! on targets goes up, -1 when it goes down, +10 when every box is on a target. A 1-box level
+//! solved in k moves returns 11 - 0.1k. The episode terminates when solved and is truncated
+//! after `max_steps` steps.
+
+use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult, Symbol};
+
+use crate::config::SokobanConfig;
+use crate::generator::{self, MAX_SEED_ATTEMPTS};
+use crate::level::{Direction, Level, legend};
+
+/// gym-sokoban `penalty_for_step`.
+pub const STEP_PENALTY: f64 = -0.1;
+/// gym-sokoban `reward_box_on_target` (and its negative for pushing a box off).
+pub const BOX_ON_TARGET_REWARD: f64 = 1.0;
+/// gym-sokoban `reward_finished`.
+pub const SOLVED_REWARD: f64 = 10.0;
+/// RAGEN's `max_actions_per_traj` for every Sokoban tag.
+pub const MAX_EPISODE_STEPS: u32 = 10;
+
+const INSTRUCTION: &str = "You control the player in a Sokoban warehouse. Get every box onto a \
+target. You move one cell per action; walking into a box pushes it one cell further, which only \
+works if the cell behind the box is empty floor or a target. Walls block you and boxes, you can \
+never pull a box, and a box pushed into a corner is stuck for good. Answer with a list of moves, \
+for example <answer>Up || Left || Left</answer>.";
+
+/// One Sokoban env instance.
+#[derive(Debug, Clone)]
+pub struct Sokoban {
+    config: SokobanConfig,
+    episode: Option<Episode>,
+}
+
+#[derive(Debug, Clone)]
+struct Episode {
+    level: Level,
+    num_env_steps: u32,
+    done: bool,
+}
+
+impl Sokoban {
+    /// An env with an already validated config.
+    pub fn with_config(config: SokobanConfig) -> Self {
+        Self {
+            config,
+            episode: None,
+        }
+    }
+
+    /// The current level, if reset.
+    pub fn level(&self) -> Option<&Level> {
+        self.episode.as_ref().map(|e| &e.level)
+    }
+
+    /// The env's config.
+    pub fn config(&self) -> &SokobanConfig {
+        &self.config
+    }
+
+    fn metrics(&self, level: &Level) -> Vec<Metric> {
+        vec![
+            Metric::new("boxes_on_target", level.boxes_on_target() as f64),
+            Metric::new("num_boxes", level.boxes.len() as f64),
+        ]
+    }
+}
+
+impl Environment for Sokoban {
+    fn spec(config: &str) -> Result<EnvSpec, EnvError> {
+        let config = SokobanConfig::from_json(config)?;
+        Ok(EnvSpec {
+            id: "ragen/Sokoban-v0".to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            description: "Push every box onto a target in a procedurally generated Sokoban room \
+                          (RAGEN's Sokoban)."
+                .to_string(),
+            instruction: INSTRUCTION.to_string(),
+            action_names: Some(
+                Direction::ALL
+                    .iter()
+                    .map(|d| d.name().to_string())
+                    .collect(),
+            ),
+            symbol_legend: Some(
+                legend(config.grid_vocab)
+                    .into_iter()
+                    .map(|(s, m)| Symbol {
+                        symbol: s.to_string(),
+                        meaning: m.to_string(),
+                    })
+                    .collect(),
+            ),
+            max_episode_steps: MAX_EPISODE_STEPS,
+            reward_threshold: None,
+            default_config: serde_json::to_string(&SokobanConfig::default()).map_err(|e| {
+                EnvError::Other(format!("failed to serialise the default config: {e}"))
+            })?,
+        })
+    }
+
+    fn new(config: &str) -> Result<Self, EnvError> {
+        Ok(Self::with_config(SokobanConfig::from_json(config)?))
+    }
+
+    fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvError> {
+        let generated = generator::generate(&self.config, seed).ok_or_else(|| {
+            EnvError::Other(format!(
+                "no solvable level found for seed {seed} within {MAX_SEED_ATTEMPTS} derived seeds"
+            ))
+        })?;
+        let mut info = self.metrics(&generated.level);
+        info.push(Metric::new(
+            "box_displacement",
+            generated.displacement as f64,
+        ));
+        info.push(Metric::new(
+            "seed_attempts",
+            f64::from(generated.seed_attempts),
+        ));
+        let observation = generated.level.render(self.config.grid_vocab);
+        self.episode = Some(Episode {
+            level: generated.level,
+            num_env_steps: 0,
+            done: false,
+        });
+        Ok(ResetResult { observation, info })
+    }
+
+    fn step(&mut self, action: &str) -> Result<StepResult, EnvError> {
+        let max_steps = self.config.max_steps;
+        let vocab = self.config.grid_vocab;
+        let episode = self
+            .episode
+            .as_mut()
+            .ok_or_else(|| EnvError::NotReady("step called before reset".to_string()))?;
+        if episode.done {
+            return Err(EnvError::NotReady(
+                "the episode has ended; call reset".to_string(),
+            ));
+        }
+        let Some(dir) = Direction::parse(action) else {
+            let level = episode.level.clone();
+            return Ok(StepResult {
+                observation: level.render(vocab),
+                reward: 0.0,
+                terminated: false,
+                truncated: false,
+                action_is_valid: false,
+                action_is_effective: false,
+                success: level.is_solved(),
+                info: self.metrics(&level),
+            });
+        };
+        let before = episode.level.boxes_on_target();
+        let outcome = episode.level.apply(dir);
+        let after = episode.level.boxes_on_target();
+        episode.num_env_steps += 1;
+        let solved = episode.level.is_solved();
+        let mut reward = STEP_PENALTY;
+        if after > before {
+            reward += BOX_ON_TARGET_REWARD;
+        } else if after < before {
+            reward -= BOX_ON_TARGET_REWARD;
+        }
+        if solved {
+            reward += SOLVED_REWARD;
+        }
+        let truncated = !solved && episode.num_env_steps >= max_steps;
+        episode.done = solved || truncated;
+        let level = episode.level.clone();
+        let mut info = self.metrics(&level);
+        info.push(Metric::new(
+            "box_pushed",
+            f64::from(u8::from(outcome.pushed)),
+        ));
+        Ok(StepResult {
+            observation: level.render(vocab),
+            reward,
+            terminated: solved,
+            truncated,
+            action_is_valid: true,
+            action_is_effective: outcome.moved,
+            success: solved,
+            info,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::GridVocab;
+    use crate::solver::shortest_solution;
+
+    fn env_at(text: &str) -> Sokoban {
+        let level = Level::parse(text, GridVocab::Standard).unwrap();
+        let mut env = Sokoban::with_config(SokobanConfig::default());
+        env.episode = Some(Episode {
+            level,
+            num_env_steps: 0,
+            done: false,
+        });
+        env
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn pushing_into_a_wall_costs_the_step_penalty_and_is_not_effective() {
+        let mut env = env_at("#####\n#P__#\n#X__#\n#O__#\n#####");
+        let before = env.level().unwrap().clone();
+        let r = env.step("Up").unwrap();
+        assert!(close(r.reward, -0.1));
+        assert!(r.action_is_valid && !r.action_is_effective);
+        assert!(!r.terminated && !r.truncated && !r.success);
+        assert_eq!(env.level().unwrap(), &before);
+    }
+
+    #[test]
+    fn box_onto_a_target_pays_one_minus_the_penalty_and_solving_adds_ten() {
+        // Two boxes: the first on target gives +1 - 0.1 = 0.9, the second solves: 10.9.
+        let mut env = env_at("#######\n#PXO__#\n#_____#\n#_XO__#\n#######");
+        let r = env.step("Right").unwrap();
+        assert!(close(r.reward, 0.9), "{}", r.reward);
+        assert!(!r.terminated && r.action_is_effective);
+        assert_eq!(r.info[0], Metric::new("boxes_on_target", 1.0));
+        for a in ["Left", "Down", "Down"] {
+            assert!(close(env.step(a).unwrap().reward, -0.1));
+        }
+        let r = env.step("right").unwrap();
+        assert!(close(r.reward, 10.9), "{}", r.reward);
+        assert!(r.terminated && r.success && !r.truncated);
+        assert!(matches!(env.step("Up"), Err(EnvError::NotReady(_))));
+    }
+
+    #[test]
+    fn pushing_a_box_off_a_target_costs_one() {
+        let mut env = env_at("######\n#P\u{221a}_X#\n#___O#\n######");
+        let r = env.step("Right").unwrap();
+        assert!(close(r.reward, -1.1), "{}", r.reward);
+        assert!(r.action_is_effective && !r.terminated);
+    }
+
+    #[test]
+    fn box_against_a_wall_cannot_be_pushed() {
+        let mut env = env_at("#####\n#_PX#\n#__O#\n#####");
+        let r = env.step("Right").unwrap();
+        assert!(!r.action_is_effective && close(r.reward, -0.1));
+        assert_eq!(r.observation, "#####\n#_PX#\n#__O#\n#####");
+    }
+
+    #[test]
+    fn a_generated_level_solved_in_k_moves_returns_11_minus_k_tenths() {
+        let mut env = Sokoban::new("").unwrap();
+        for seed in [0, 1, 2, 3, 42] {
+            env.reset(seed).unwrap();
+            let plan = shortest_solution(env.level().unwrap(), 1_000_000).unwrap();
+            let mut total = 0.0;
+            let mut last = None;
+            for dir in &plan {
+                let r = env.step(dir.name()).unwrap();
+                total += r.reward;
+                last = Some(r);
+            }
+            let k = plan.len() as f64;
+            assert!(
+                close(total, 11.0 - 0.1 * k),
+                "seed {seed}: {total} after {k} moves"
+            );
+            assert!(last.unwrap().success);
+        }
+    }
+
+    #[test]
+    fn max_steps_ends_the_episode_as_truncated() {
+        let mut env = env_at("#####\n#P__#\n#X__#\n#O__#\n#####");
+        env.config.max_steps = 3;
+        let results: Vec<StepResult> = (0..3).map(|_| env.step("Up").unwrap()).collect();
+        assert!(!results[1].truncated);
+        assert!(results[2].truncated && !results[2].terminated && !results[2].success);
+    }
+
+    #[test]
+    fn invalid_action_changes_nothing() {
+        let mut env = Sokoban::new("").unwrap();
+        let first = env.reset(11).unwrap().observation;
+        let r = env.step("jump").unwrap();
+        assert!(!r.action_is_valid && !r.action_is_effective);
+        assert_eq!(r.reward, 0.0);
+        assert_eq!(r.observation, first);
+        assert!(matches!(
+            Sokoban::new("").unwrap().step("Up"),
+            Err(EnvError::NotReady(_))
+        ));
+    }
+
+    #[test]
+    fn spec_follows_the_config() {
+        let spec = Sokoban::spec("").unwrap();
+        assert_eq!(spec.id, "ragen/Sokoban-v0");
+        assert_eq!(spec.max_episode_steps, 10);
+        assert_eq!(spec.action_names.unwrap(), ["Up", "Down", "Left", "Right"]);
+        let legend: String = spec
+            .symbol_legend
+            .unwrap()
+            .iter()
+            .map(|s| s.symbol.clone())
+            .collect();
+        assert_eq!(legend, "#_O\u{221a}XPS");
+        let alt = Sokoban::spec(r#"{"grid_vocab":"alternate"}"#).unwrap();
+        let legend: String = alt
+            .symbol_legend
+            .unwrap()
+            .iter()
+            .map(|s| s.symbol.clone())
+            .collect();
+        assert_eq!(legend, "W.GCBA@");
+        assert_eq!(
+            SokobanConfig::from_json(&spec.default_config).unwrap(),
+            SokobanConfig::default()
+        );
+        assert!(
+            matches!(Sokoban::spec(r#"{"boxes":2}"#), Err(EnvError::InvalidConfig(m)) if m.contains("boxes"))
+        );
+    }
+
+    #[test]
+    fn alternate_vocab_renders_the_observation() {
+        let mut env = Sokoban::new(r#"{"grid_vocab":"alternate","search_depth":30}"#).unwrap();
+        let obs = env.reset(3).unwrap().observation;
+        assert!(obs.chars().all(|c| "W.GCBA@\n".contains(c)), "{obs}");
+        assert_eq!(obs.lines().count(), 6);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn same_seed_and_actions_give_the_same_episode(seed in 0u64..1_000_000, actions in proptest::collection::vec(0usize..5, 0..20)) {
+            let names = ["Up", "Down", "Left", "Right", "Wait"];
+            let run = || {
+                let mut env = Sokoban::new("").unwrap();
+                let mut trace = vec![format!("{:?}", env.reset(seed).unwrap())];
+                for &a in &actions {
+                    trace.push(format!("{:?}", env.step(names[a])));
+                }
+                trace
+            };
+            proptest::prop_assert_eq!(run(), run());
+        }
+    }
+}
