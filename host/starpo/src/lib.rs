@@ -1,1 +1,30 @@
-//! placeholder
+//! # ragen-gym-starpo: StarPO / StarPO-S multi-turn RL
+//!
+//! Rollout (env state manager, context manager, parser), rewards, the StarPO-S filter,
+//! advantages (GAE, GRPO), PPO losses, and the training loop with validation, metrics and
+//! checkpoints. Semantics follow RAGEN v1 (arXiv 2504.20073; `shared/spec/ragen.md`).
+//!
+//! ```
+//! use ragen_gym_starpo::parse::parse_response;
+//! let p = parse_response("<think>go</think><answer>Up || Left</answer>", true, "||", 5);
+//! assert_eq!(p.actions, vec!["Up", "Left"]);
+//! ```
+#![deny(missing_docs)]
+
+pub mod advantages;
+pub mod batch;
+pub mod config;
+pub mod context;
+pub mod filter;
+pub mod losses;
+pub mod parse;
+pub mod pyfloat;
+pub mod rollout;
+pub mod stats;
+pub mod trajectory;
+
+pub use batch::{CharTokenizer, Sample, Tokenize, build_sample};
+pub use config::{Config, ConfigBuilder, ConfigError};
+pub use filter::{FilterOutcome, FilterParams, filter_groups};
+pub use rollout::{EnvPool, Generator, RolloutParams, SamplingParams, rollout};
+pub use trajectory::{RewardBreakdown, RewardFunction, Trajectory, Turn};

@@ -1,0 +1,202 @@
+//! Advantage estimators and score normalisation (spec §4.4, §5.2, §5.3; verl `core_algos`).
+//!
+//! Per-token arrays are indexed by *response position* `j` (predicting token `j + 1` of the
+//! sequence), length `L - 1` for a sequence of `L` tokens, like verl's `responses` tensors.
+
+use crate::config::{KlType, NormMethod};
+use crate::stats::{mean, std_unbiased};
+
+/// GAE over every position of one sequence (verl `compute_gae_advantage_return`, as RAGEN v1 runs
+/// it: the recursion covers all positions, and the critic's values are multiplied by the mask, so
+/// they are 0 outside assistant tokens). Returns `(advantages, returns)` with
+/// `returns = advantages + values`. With `gamma = lam = 1` and one reward `R` on the last
+/// position this is `A_t = R - V_t`.
+pub fn gae(rewards: &[f32], values: &[f32], mask: &[f32], gamma: f32, lam: f32) -> (Vec<f32>, Vec<f32>) {
+    let n = rewards.len();
+    assert_eq!(values.len(), n, "values and rewards have one entry per response position");
+    assert_eq!(mask.len(), n, "mask and rewards have one entry per response position");
+    let v: Vec<f32> = values.iter().zip(mask).map(|(v, m)| v * m).collect();
+    let mut adv = vec![0.0f32; n];
+    let mut last = 0.0f32;
+    for t in (0..n).rev() {
+        let next = if t + 1 < n { v[t + 1] } else { 0.0 };
+        let delta = rewards[t] + gamma * next - v[t];
+        last = delta + gamma * lam * last;
+        adv[t] = last;
+    }
+    let ret = adv.iter().zip(&v).map(|(a, v)| a + v).collect();
+    (adv, ret)
+}
+
+/// Whiten advantages over all masked positions of the batch (verl `masked_whiten`: subtract the
+/// masked mean, divide by `sqrt(unbiased masked var + 1e-8)`). Unmasked positions are also
+/// shifted and scaled; they never enter a loss.
+pub fn masked_whiten(advs: &mut [Vec<f32>], masks: &[Vec<f32>]) {
+    let (mut sum, mut cnt) = (0.0f64, 0.0f64);
+    for (a, m) in advs.iter().zip(masks) {
+        for (x, w) in a.iter().zip(m) {
+            sum += (*x as f64) * (*w as f64);
+            cnt += *w as f64;
+        }
+    }
+    if cnt == 0.0 {
+        return;
+    }
+    let mu = sum / cnt;
+    let mut var = 0.0f64;
+    for (a, m) in advs.iter().zip(masks) {
+        for (x, w) in a.iter().zip(m) {
+            var += (*x as f64 - mu).powi(2) * (*w as f64);
+        }
+    }
+    var /= cnt;
+    if cnt > 1.0 {
+        var *= cnt / (cnt - 1.0);
+    }
+    let inv = 1.0 / (var + 1e-8).sqrt();
+    for a in advs.iter_mut() {
+        for x in a.iter_mut() {
+            *x = ((*x as f64 - mu) * inv) as f32;
+        }
+    }
+}
+
+/// GRPO outcome advantage per trajectory (spec §5.3; verl `compute_grpo_outcome_advantage`):
+/// `(R - mean_g) / (std_g + eps)` with the unbiased std of the trajectory's group (`mean_g = 0`,
+/// `std_g = 1` for a group of one), or `R - mean_g` when `norm_by_std` is false. The result is
+/// broadcast over the trajectory's mask by the caller. `eps` is 1e-6 in verl.
+pub fn grpo_outcome(scores: &[f64], groups: &[usize], norm_by_std: bool, eps: f64) -> Vec<f64> {
+    let stats = group_map(scores, groups, |g| if g.len() == 1 { (0.0, 1.0) } else { (mean(g), std_unbiased(g)) });
+    scores
+        .iter()
+        .zip(groups)
+        .map(|(s, g)| {
+            let (m, sd) = stats[g];
+            if norm_by_std { (s - m) / (sd + eps) } else { s - m }
+        })
+        .collect()
+}
+
+/// Score normalisation inside groups (spec §4.4, RAGEN `agent_proxy.reward_normalization`).
+/// `mean_std`: `(x - mean) / (std + 1e-6)` (unbiased); a group whose std is <= 1e-6 becomes 0.
+pub fn normalize_scores(scores: &[f64], groups: &[usize], method: NormMethod) -> Vec<f64> {
+    if method == NormMethod::Identity {
+        return scores.to_vec();
+    }
+    let stats = group_map(scores, groups, |g| (mean(g), std_unbiased(g)));
+    scores
+        .iter()
+        .zip(groups)
+        .map(|(x, g)| {
+            let (m, sd) = stats[g];
+            let z = if sd <= 1e-6 { 0.0 } else { (x - m) / (sd + 1e-6) };
+            match method {
+                NormMethod::Identity => *x,
+                NormMethod::Mean => x - m,
+                NormMethod::MeanStd => z,
+                NormMethod::AsymClip => z.clamp(-1.0, 3.0),
+            }
+        })
+        .collect()
+}
+
+fn group_map(
+    scores: &[f64],
+    groups: &[usize],
+    f: impl Fn(&[f64]) -> (f64, f64),
+) -> std::collections::HashMap<usize, (f64, f64)> {
+    let mut by: std::collections::HashMap<usize, Vec<f64>> = Default::default();
+    for (s, g) in scores.iter().zip(groups) {
+        by.entry(*g).or_default().push(*s);
+    }
+    by.into_iter().map(|(g, v)| (g, f(&v))).collect()
+}
+
+/// Per-token KL estimate between the actor and the reference (verl `kl_penalty`):
+/// k1 = `logp - ref_logp`; k3 = `exp(ref - logp) - (ref - logp) - 1`, clamped to [-10, 10].
+pub fn kl_estimate(logp: f32, ref_logp: f32, kind: KlType) -> f32 {
+    match kind {
+        KlType::K1 => logp - ref_logp,
+        KlType::K3 => {
+            let kl = ref_logp - logp;
+            (kl.exp() - kl - 1.0).clamp(-10.0, 10.0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gae_gamma_lam_one_is_return_minus_value() {
+        // 4 positions, mask on 1..=3, reward 2 on the last one.
+        let r = [0.0, 0.0, 0.0, 2.0];
+        let v = [9.0, 0.5, 1.0, 1.5];
+        let m = [0.0, 1.0, 1.0, 1.0];
+        let (a, ret) = gae(&r, &v, &m, 1.0, 1.0);
+        // value at t=0 is masked to 0
+        assert_eq!(a, vec![2.0, 1.5, 1.0, 0.5]);
+        assert_eq!(ret, vec![2.0, 2.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn gae_hand_computed_discounted() {
+        // gamma 0.5, lam 0.5, rewards [1, 0, 2], values [1, 2, 1], all masked.
+        // delta2 = 2 - 1 = 1; A2 = 1
+        // delta1 = 0 + 0.5*1 - 2 = -1.5; A1 = -1.5 + 0.25*1 = -1.25
+        // delta0 = 1 + 0.5*2 - 1 = 1; A0 = 1 + 0.25*(-1.25) = 0.6875
+        let (a, ret) = gae(&[1.0, 0.0, 2.0], &[1.0, 2.0, 1.0], &[1.0; 3], 0.5, 0.5);
+        assert_eq!(a, vec![0.6875, -1.25, 1.0]);
+        assert_eq!(ret, vec![1.6875, 0.75, 2.0]);
+    }
+
+    #[test]
+    fn whitening_uses_masked_unbiased_stats() {
+        let mut a = vec![vec![1.0, 100.0], vec![3.0]];
+        let m = vec![vec![1.0, 0.0], vec![1.0]];
+        masked_whiten(&mut a, &m);
+        // masked values 1, 3: mean 2, unbiased var 2 -> z = -1/sqrt2, +1/sqrt2
+        let s = 2f32.sqrt();
+        assert!((a[0][0] + 1.0 / s).abs() < 1e-6);
+        assert!((a[1][0] - 1.0 / s).abs() < 1e-6);
+        assert!((a[0][1] - 98.0 / s).abs() < 1e-4);
+    }
+
+    #[test]
+    fn grpo_group_mean_std() {
+        // group 0: 1, 0, 0, 1 -> mean .5, std sqrt(1/3); group 1: 5, 5 -> std 0 -> zeros; group 2 single
+        let s = [1.0, 0.0, 0.0, 1.0, 5.0, 5.0, 3.0];
+        let g = [0, 0, 0, 0, 1, 1, 2];
+        let a = grpo_outcome(&s, &g, true, 1e-6);
+        let sd = (1.0f64 / 3.0).sqrt();
+        assert!((a[0] - 0.5 / (sd + 1e-6)).abs() < 1e-12);
+        assert!((a[1] + 0.5 / (sd + 1e-6)).abs() < 1e-12);
+        assert_eq!(a[4], 0.0);
+        assert!((a[6] - 3.0 / (1.0 + 1e-6)).abs() < 1e-12);
+        let a = grpo_outcome(&s, &g, false, 1e-6);
+        assert_eq!(a[0], 0.5);
+    }
+
+    #[test]
+    fn score_normalisation() {
+        let s = [1.0, 3.0, 2.0, 2.0];
+        let g = [0, 0, 1, 1];
+        let z = normalize_scores(&s, &g, NormMethod::MeanStd);
+        let sd = 2f64.sqrt();
+        assert!((z[0] + 1.0 / (sd + 1e-6)).abs() < 1e-12);
+        assert_eq!(z[2], 0.0);
+        assert_eq!(normalize_scores(&s, &g, NormMethod::Mean), vec![-1.0, 1.0, 0.0, 0.0]);
+        let big = normalize_scores(&[0.0, 0.0, 0.0, 100.0], &[0; 4], NormMethod::AsymClip);
+        // mean 25, std 50: (100-25)/50 = 1.5 (kept), (0-25)/50 = -0.5
+        assert!((big[3] - 1.5).abs() < 1e-6 && (big[0] + 0.5).abs() < 1e-6);
+    }
+
+    #[test]
+    fn kl_estimators() {
+        assert_eq!(kl_estimate(-1.0, -1.5, KlType::K1), 0.5);
+        // k3 with ref - logp = -0.5: e^-0.5 + 0.5 - 1
+        assert!((kl_estimate(-1.0, -1.5, KlType::K3) - ((-0.5f32).exp() - 0.5)).abs() < 1e-6);
+        assert_eq!(kl_estimate(-2.0, -2.0, KlType::K3), 0.0);
+    }
+}

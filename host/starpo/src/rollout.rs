@@ -1,0 +1,523 @@
+//! The env state manager and the multi-turn rollout (spec §1.3, §2, §4; RAGEN `es_manager`,
+//! `agent_proxy.rollout`).
+//!
+//! `env_groups x group_size` envs; group members reset with the same seed. Each turn the prompts
+//! of all active envs are sampled in batches, the answers parsed, and the envs stepped in
+//! parallel; finished envs leave the batch. A plugin trap or env error ends only that trajectory.
+
+use crate::batch::Tokenize;
+use crate::context::{PromptConfig, TurnView, build_messages, forced_prefix};
+use crate::parse::{map_actions, parse_response};
+use crate::trajectory::{Trajectory, Turn};
+use ragen_gym_core::{Env, EnvSpec};
+
+/// Sampling settings for one generation call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplingParams {
+    /// Softmax temperature (0 = greedy).
+    pub temperature: f64,
+    /// Nucleus mass (1 = off).
+    pub top_p: f64,
+    /// Most new tokens.
+    pub max_new_tokens: usize,
+    /// Seed of this call's sampler.
+    pub seed: u64,
+}
+
+/// The language model as the rollout sees it.
+pub trait Generator {
+    /// Its tokenizer (prompts are encoded with it).
+    fn tokenizer(&self) -> &dyn Tokenize;
+    /// Sample one completion per prompt (token ids of the full ChatML prompt, ending with the
+    /// forced prefix). Returns the decoded new text with special tokens skipped.
+    fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<String>, String>;
+}
+
+/// Why a rollout failed as a whole (env failures only end their trajectory).
+#[derive(Debug, thiserror::Error)]
+pub enum RolloutError {
+    /// The generator failed.
+    #[error("generation failed: {message}")]
+    Generate {
+        /// Its message.
+        message: String,
+    },
+}
+
+/// Rollout settings (from the config and the env spec).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolloutParams {
+    /// Prompt layout.
+    pub prompt: PromptConfig,
+    /// Turns per trajectory.
+    pub max_turn: usize,
+    /// Actions kept per answer.
+    pub max_actions_per_turn: usize,
+    /// Action budget per trajectory.
+    pub max_actions_per_traj: usize,
+    /// Separator inside `<answer>`.
+    pub action_sep: String,
+    /// Penalty per bad turn (RAGEN -0.1).
+    pub format_penalty: f64,
+    /// Prompt token limit.
+    pub max_model_len: usize,
+    /// Prompts per generation call.
+    pub generation_batch_size: usize,
+    /// Sampling temperature, top-p, max new tokens; `seed` is the base seed of this rollout.
+    pub sampling: SamplingParams,
+    /// Metric tag.
+    pub tag: String,
+}
+
+/// A progress report from inside a rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RolloutProgress {
+    /// Turn index (0-based).
+    pub turn: usize,
+    /// Prompts sampled so far in this turn.
+    pub generated: usize,
+    /// Active envs this turn.
+    pub active: usize,
+}
+
+/// A set of env instances for one batch shape.
+pub struct EnvPool {
+    envs: Vec<Box<dyn Env>>,
+    spec: EnvSpec,
+}
+
+impl EnvPool {
+    /// Wrap `n` env instances (one per trajectory). Panics if `envs` is empty.
+    pub fn new(envs: Vec<Box<dyn Env>>) -> Self {
+        let spec = envs.first().expect("an env pool needs at least one env").spec().clone();
+        Self { envs, spec }
+    }
+
+    /// The env spec.
+    pub fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+
+    /// Number of envs.
+    pub fn len(&self) -> usize {
+        self.envs.len()
+    }
+
+    /// Whether the pool is empty.
+    pub fn is_empty(&self) -> bool {
+        self.envs.is_empty()
+    }
+}
+
+/// Seeds of a batch, group-major: group `g` gets `base + g`; training uses
+/// `base = seed.train + env_groups * iteration` (spec §12.8), validation `base = seed.val`.
+pub fn group_seeds(base: u64, env_groups: usize, group_size: usize) -> Vec<(usize, u64)> {
+    (0..env_groups).flat_map(|g| std::iter::repeat_n((g, base + g as u64), group_size)).collect()
+}
+
+struct Episode {
+    group: usize,
+    seed: u64,
+    turns: Vec<Turn>,
+    state: String,
+    num_actions: usize,
+    done: bool,
+    terminated: bool,
+    truncated: bool,
+    success: bool,
+    penalty: f64,
+    end_reason: Option<String>,
+}
+
+impl Episode {
+    fn views(&self, max_actions_per_traj: usize) -> Vec<TurnView> {
+        let mut v: Vec<TurnView> = self
+            .turns
+            .iter()
+            .map(|t| TurnView {
+                state: t.observation.clone(),
+                actions_left: t.actions_left,
+                response: Some(t.response.clone()),
+                reward: Some(if t.actions.is_empty() { None } else { Some(t.env_reward) }),
+            })
+            .collect();
+        let actions_left = max_actions_per_traj.saturating_sub(self.num_actions);
+        v.push(TurnView { state: self.state.clone(), actions_left, response: None, reward: None });
+        v
+    }
+
+    fn end(&mut self, reason: String) {
+        self.done = true;
+        self.terminated = false;
+        self.truncated = true;
+        self.success = false;
+        self.end_reason = Some(reason);
+    }
+}
+
+/// Views of a finished trajectory's turns (for the training sequence).
+pub fn turn_views(t: &Trajectory) -> Vec<TurnView> {
+    t.turns
+        .iter()
+        .map(|x| TurnView {
+            state: x.observation.clone(),
+            actions_left: x.actions_left,
+            response: Some(x.response.clone()),
+            reward: Some(if x.actions.is_empty() { None } else { Some(x.env_reward) }),
+        })
+        .collect()
+}
+
+fn run_parallel<T: Send>(items: &mut [T], f: impl Fn(&mut T) + Sync) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len()).max(1);
+    let chunk = items.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for c in items.chunks_mut(chunk) {
+            let f = &f;
+            s.spawn(move || c.iter_mut().for_each(f));
+        }
+    });
+}
+
+/// Run one batch of episodes: `seeds[i] = (group, seed)` for env `i` of the pool.
+/// `on_progress` is called after every generation call.
+pub fn rollout(
+    pool: &mut EnvPool,
+    seeds: &[(usize, u64)],
+    generator: &mut dyn Generator,
+    p: &RolloutParams,
+    on_progress: &mut dyn FnMut(RolloutProgress),
+) -> Result<Vec<Trajectory>, RolloutError> {
+    assert!(seeds.len() <= pool.envs.len(), "more seeds than envs in the pool");
+    let action_names = pool.spec.action_names.clone();
+    let mut eps: Vec<(&mut Box<dyn Env>, Episode)> = pool
+        .envs
+        .iter_mut()
+        .zip(seeds)
+        .map(|(env, &(group, seed))| {
+            (
+                env,
+                Episode {
+                    group,
+                    seed,
+                    turns: Vec::new(),
+                    state: String::new(),
+                    num_actions: 0,
+                    done: false,
+                    terminated: false,
+                    truncated: false,
+                    success: false,
+                    penalty: 0.0,
+                    end_reason: None,
+                },
+            )
+        })
+        .collect();
+
+    run_parallel(&mut eps, |(env, ep)| match env.reset(ep.seed) {
+        Ok(r) => ep.state = r.observation,
+        Err(e) => ep.end(format!("reset failed: {e}")),
+    });
+
+    for turn in 0..p.max_turn {
+        // Prompts of the active envs; over-long prompts end their trajectory.
+        let mut active = Vec::new();
+        let mut prompts = Vec::new();
+        for (i, (_, ep)) in eps.iter_mut().enumerate() {
+            if ep.done {
+                continue;
+            }
+            let messages = build_messages(&p.prompt, &ep.views(p.max_actions_per_traj));
+            let prompt = generator
+                .tokenizer()
+                .encode_prompt(&messages, forced_prefix(p.prompt.enable_think))
+                .map_err(|message| RolloutError::Generate { message })?;
+            let n = prompt.len();
+            if n > p.max_model_len {
+                ep.end(format!("prompt of {n} tokens exceeds max_model_len {}", p.max_model_len));
+                continue;
+            }
+            active.push(i);
+            prompts.push(prompt);
+        }
+        if active.is_empty() {
+            break;
+        }
+        let mut texts = Vec::with_capacity(prompts.len());
+        for (c, chunk) in prompts.chunks(p.generation_batch_size.max(1)).enumerate() {
+            let params = SamplingParams {
+                seed: p.sampling.seed.wrapping_mul(1_000_003).wrapping_add((turn * 10_007 + c) as u64),
+                ..p.sampling
+            };
+            let out = generator.generate(chunk, &params).map_err(|message| RolloutError::Generate { message })?;
+            texts.extend(out);
+            on_progress(RolloutProgress { turn, generated: texts.len(), active: active.len() });
+        }
+        let mut plans: Vec<Option<(String, crate::parse::ParsedResponse)>> = vec![None; eps.len()];
+        for (&i, text) in active.iter().zip(texts) {
+            let full = format!("{}{}", forced_prefix(p.prompt.enable_think), text);
+            let parsed = parse_response(&full, p.prompt.enable_think, &p.action_sep, p.max_actions_per_turn);
+            plans[i] = Some((full, parsed));
+        }
+        let mut work: Vec<_> = eps.iter_mut().zip(plans).filter_map(|(e, plan)| plan.map(|pl| (e, pl))).collect();
+        run_parallel(&mut work, |((env, ep), (_full, parsed))| {
+            let (valid, dropped) = map_actions(&parsed.actions, action_names.as_deref());
+            let bad_format = parsed.answer.is_none() || parsed.actions.is_empty() || dropped;
+            if bad_format {
+                ep.penalty += p.format_penalty;
+            }
+            let budget = p.max_actions_per_traj.saturating_sub(ep.num_actions);
+            let mut t = Turn {
+                observation: ep.state.clone(),
+                actions_left: budget,
+                response: parsed.cleaned.clone(),
+                think: parsed.think.clone(),
+                answer: parsed.answer.clone(),
+                actions: Vec::new(),
+                env_reward: 0.0,
+                action_is_valid: !bad_format,
+                action_is_effective: false,
+                format_penalty: bad_format,
+                info: Vec::new(),
+            };
+            for a in valid.into_iter().take(budget) {
+                match env.step(&a) {
+                    Ok(r) => {
+                        ep.num_actions += 1;
+                        t.actions.push(a);
+                        t.env_reward += r.reward;
+                        t.action_is_effective |= r.action_is_effective;
+                        t.info = r.info;
+                        ep.state = r.observation;
+                        if r.terminated || r.truncated {
+                            ep.done = true;
+                            ep.terminated = true;
+                            ep.success = r.success;
+                            ep.truncated = !r.success;
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        ep.end(format!("step failed: {e}"));
+                        break;
+                    }
+                }
+            }
+            if !ep.done && ep.num_actions >= p.max_actions_per_traj {
+                ep.done = true;
+                ep.terminated = true;
+                ep.truncated = true;
+            }
+            ep.turns.push(t);
+        });
+    }
+
+    Ok(eps
+        .into_iter()
+        .map(|(_, ep)| Trajectory {
+            env_id: pool.spec.id.clone(),
+            tag: p.tag.clone(),
+            group: ep.group,
+            seed: ep.seed,
+            turns: ep.turns,
+            final_observation: ep.state,
+            num_actions: ep.num_actions,
+            terminated: ep.terminated,
+            truncated: ep.truncated || !ep.terminated,
+            success: ep.terminated && ep.success,
+            penalty: ep.penalty,
+            extra_reward: 0.0,
+            end_reason: ep.end_reason,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragen_gym_core::{EnvCallError, ResetResult, StepResult};
+
+    /// Counter env: `Inc` adds 1 (reward 1), done with success at 2; `Stop` ends without success.
+    /// Seed 99 makes `step` fail like a trapped plugin.
+    struct Counter {
+        spec: EnvSpec,
+        n: u32,
+        seed: u64,
+    }
+
+    impl Counter {
+        fn boxed() -> Box<dyn Env> {
+            Box::new(Counter {
+                spec: EnvSpec {
+                    id: "test/Counter-v0".into(),
+                    version: "0.1.0".into(),
+                    description: "count".into(),
+                    instruction: "Count to two.".into(),
+                    action_names: Some(vec!["Inc".into(), "Stop".into()]),
+                    symbol_legend: None,
+                    max_episode_steps: 10,
+                    reward_threshold: None,
+                    default_config: "{}".into(),
+                },
+                n: 0,
+                seed: 0,
+            })
+        }
+    }
+
+    impl Env for Counter {
+        fn spec(&self) -> &EnvSpec {
+            &self.spec
+        }
+        fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvCallError> {
+            self.n = 0;
+            self.seed = seed;
+            Ok(ResetResult { observation: "0".into(), info: vec![] })
+        }
+        fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
+            if self.seed == 99 {
+                return Err(EnvCallError::Plugin("trap: unreachable".into()));
+            }
+            let stop = action == "Stop";
+            if !stop {
+                self.n += 1;
+            }
+            Ok(StepResult {
+                observation: self.n.to_string(),
+                reward: if stop { 0.0 } else { 1.0 },
+                terminated: stop || self.n >= 2,
+                truncated: false,
+                action_is_valid: true,
+                action_is_effective: !stop,
+                success: self.n >= 2,
+                info: vec![],
+            })
+        }
+    }
+
+    /// Answers every prompt with a fixed text and records the prompts (decoded back to text).
+    struct Scripted {
+        answer: String,
+        prompts: Vec<String>,
+    }
+
+    impl Generator for Scripted {
+        fn tokenizer(&self) -> &dyn Tokenize {
+            &crate::batch::CharTokenizer
+        }
+        fn generate(&mut self, prompts: &[Vec<u32>], _: &SamplingParams) -> Result<Vec<String>, String> {
+            for p in prompts {
+                let text: String = p
+                    .iter()
+                    .map(|&c| match c {
+                        1 => "<|im_start|>".to_string(),
+                        2 => "<|im_end|>".to_string(),
+                        c => char::from_u32(c).unwrap().to_string(),
+                    })
+                    .collect();
+                self.prompts.push(text);
+            }
+            Ok(prompts.iter().map(|_| self.answer.clone()).collect())
+        }
+    }
+
+    fn params() -> RolloutParams {
+        RolloutParams {
+            prompt: PromptConfig {
+                system_prompt: "S".into(),
+                prefix: "P".into(),
+                enable_think: true,
+                response_length: 10,
+                max_context_window: -1,
+            },
+            max_turn: 3,
+            max_actions_per_turn: 5,
+            max_actions_per_traj: 10,
+            action_sep: "||".into(),
+            format_penalty: -0.1,
+            max_model_len: 100_000,
+            generation_batch_size: 3,
+            sampling: SamplingParams { temperature: 1.0, top_p: 1.0, max_new_tokens: 10, seed: 1 },
+            tag: "Counter".into(),
+        }
+    }
+
+    fn run(answer: &str, p: &RolloutParams, seeds: &[(usize, u64)]) -> (Vec<Trajectory>, Scripted) {
+        let mut pool = EnvPool::new((0..seeds.len()).map(|_| Counter::boxed()).collect());
+        let mut g = Scripted { answer: answer.into(), prompts: vec![] };
+        let t = rollout(&mut pool, seeds, &mut g, p, &mut |_| {}).unwrap();
+        (t, g)
+    }
+
+    #[test]
+    fn seeds_are_group_major() {
+        let s = group_seeds(10000 + 8 * 2, 2, 3);
+        assert_eq!(s, vec![(0, 10016), (0, 10016), (0, 10016), (1, 10017), (1, 10017), (1, 10017)]);
+    }
+
+    #[test]
+    fn actions_stop_at_first_done() {
+        let (t, g) = run(" ok</think><answer>inc || INC || Inc</answer>", &params(), &[(0, 1), (0, 1)]);
+        assert_eq!(t.len(), 2);
+        for x in &t {
+            assert_eq!(x.num_actions, 2);
+            assert_eq!(x.turns.len(), 1);
+            assert_eq!(x.turns[0].actions, vec!["Inc", "Inc"]);
+            assert!(x.success && x.terminated && !x.truncated);
+            assert_eq!(x.score(), 2.0);
+            assert_eq!(x.turns[0].response, "<think>ok</think><answer>inc || INC || Inc</answer>");
+        }
+        // one generation call per turn-batch, both envs in the first turn only
+        assert_eq!(g.prompts.len(), 2);
+        assert!(g.prompts[0].ends_with("<|im_start|>assistant\n<think>"));
+        assert!(g.prompts[0].contains("Actions left: 10."));
+    }
+
+    #[test]
+    fn budget_ends_trajectory_as_truncated() {
+        let mut p = params();
+        p.max_actions_per_traj = 1;
+        let (t, _) = run("</think><answer>Inc||Inc</answer>", &p, &[(0, 5)]);
+        assert_eq!(t[0].num_actions, 1);
+        assert!(t[0].terminated && t[0].truncated && !t[0].success);
+    }
+
+    #[test]
+    fn bad_format_costs_a_penalty_per_turn() {
+        let (t, g) = run("no tags here", &params(), &[(0, 5)]);
+        assert_eq!(t[0].turns.len(), 3);
+        assert!((t[0].penalty + 0.3).abs() < 1e-12);
+        assert_eq!(t[0].num_actions, 0);
+        assert!(!t[0].success && t[0].truncated);
+        // the history stores the raw text; the reward of a turn without actions prints as 0
+        assert!(g.prompts[1].contains("<|im_start|>assistant\n<think>no tags here<|im_end|>\n<|im_start|>user\nReward:\n0\n"));
+        // an invalid action name is penalised too, valid ones still run
+        let (t, _) = run("</think><answer>Jump || Inc</answer>", &params(), &[(0, 5)]);
+        assert_eq!(t[0].turns[0].actions, vec!["Inc"]);
+        assert!(t[0].turns[0].format_penalty);
+        // two turns of one valid Inc each reach the goal; each turn drew the penalty
+        assert_eq!(t[0].turns.len(), 2);
+        assert!(t[0].success);
+        assert!((t[0].penalty + 0.2).abs() < 1e-12);
+        assert!((t[0].score() - 1.8).abs() < 1e-12);
+    }
+
+    #[test]
+    fn env_error_ends_only_its_trajectory() {
+        let (t, _) = run("</think><answer>Inc</answer>", &params(), &[(0, 99), (1, 3)]);
+        assert!(t[0].end_reason.as_deref().unwrap().contains("trap: unreachable"));
+        assert!(!t[0].success && t[0].truncated);
+        assert!(t[1].success && t[1].end_reason.is_none());
+        assert_eq!(t[1].turns.len(), 2);
+    }
+
+    #[test]
+    fn over_long_prompt_is_truncated_with_reason() {
+        let mut p = params();
+        p.max_model_len = 10;
+        let (t, g) = run("</think><answer>Inc</answer>", &p, &[(0, 3)]);
+        assert!(g.prompts.is_empty());
+        assert!(t[0].turns.is_empty() && t[0].truncated);
+        assert!(t[0].end_reason.as_deref().unwrap().contains("exceeds max_model_len 10"));
+    }
+}
