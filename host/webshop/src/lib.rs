@@ -1,1 +1,45 @@
-//! placeholder
+//! # ragen-gym-webshop: a WebShop-compatible test server and the WebShop reward
+//!
+//! A native stand-in for the WebShop text environment (Yao et al. 2022, `princeton-nlp/WebShop`
+//! `master`) served through the AgentGym `agentenv-webshop` env-server routes, so the
+//! `webshop-bridge` plugin can be tested end to end without Python, Java or the real data.
+//! Everything follows `shared/spec/webshop.md`: the simple-mode page strings and transitions
+//! (§1.4-1.5, §6.2), the routes and their JSON shapes (§5.1) and the reward (§2).
+//!
+//! ```no_run
+//! use ragen_gym_webshop::{Catalog, WebShopServer};
+//! let server = WebShopServer::start(Catalog::embedded(), "127.0.0.1:0").unwrap();
+//! // POST {base}/create, POST {base}/reset {"env_idx": id, "session_id": 0}, ...
+//! server.stop();
+//! ```
+//!
+//! ## Deviations from the real WebShop
+//!
+//! * **Tiny catalog**: 26 synthetic products and 36 synthetic goals (`data/catalog.json`),
+//!   not the 1.18M scraped products; goal indices wrap modulo the number of goals, so the
+//!   standard split ranges (test 0-499, dev 500-1499, train 1500+) revisit the same goals.
+//! * **No spaCy**: product-type nouns are stored in the catalog (`type_nouns`).
+//! * **No Lucene BM25**: an in-process BM25 (k1 0.9, b 0.4) over alphanumeric tokens without
+//!   stemming or stopwords; rankings are not comparable with the real index.
+//! * **Deterministic prices**: range-priced products carry a fixed reward price and goal
+//!   budgets are fixed in the catalog (upstream draws both with an unseeded `random`).
+//! * **No human instructions**, no images, no `<r>`/`<a>`/`<c>`/`<q>` query prefixes, no
+//!   HTML routes; the done page keeps upstream's head and score tail but not every field.
+
+#![deny(missing_docs)]
+
+pub mod catalog;
+pub mod env;
+pub mod error;
+pub mod fuzz;
+pub mod reward;
+pub mod search;
+pub mod server;
+
+pub use catalog::{Catalog, EMBEDDED_CATALOG, Goal, OptionGroup, Product};
+pub use env::{AvailableActions, Page, ShopEnv, StepOutcome, SubPage, parse_action};
+pub use error::WebShopError;
+pub use fuzz::token_set_ratio;
+pub use reward::{RewardBreakdown, normalize_color, reward};
+pub use search::SearchIndex;
+pub use server::{RouteResponse, Shop, WebShopServer};
