@@ -187,6 +187,7 @@ pub struct RolloutConfig {
     pub top_p: f64,
     pub response_length: usize,
     pub max_model_len: usize,
+    pub stop_at_answer: bool,
     pub generation_batch_size: usize,
     pub rollout_filter_ratio: f64,
     pub rollout_filter_type: FilterType,

@@ -15,16 +15,28 @@ pub mod advantages;
 pub mod batch;
 pub mod config;
 pub mod context;
+pub mod events;
 pub mod filter;
 pub mod losses;
+pub mod metrics;
 pub mod parse;
+#[cfg(feature = "trainer")]
+pub mod policy_adapter;
 pub mod pyfloat;
 pub mod rollout;
+pub mod run_dir;
 pub mod stats;
+#[cfg(feature = "trainer")]
+pub mod trainer;
 pub mod trajectory;
 
 pub use batch::{CharTokenizer, Sample, Tokenize, build_sample};
 pub use config::{Config, ConfigBuilder, ConfigError};
+pub use events::{Phase, TrainEvent};
+pub use metrics::Metrics;
+pub use run_dir::RunDir;
+#[cfg(feature = "trainer")]
+pub use trainer::{EnvFactory, EvalResult, TrainError, TrainSetup, Trainer, evaluate};
 pub use filter::{FilterOutcome, FilterParams, filter_groups};
 pub use rollout::{EnvPool, Generator, RolloutParams, SamplingParams, rollout};
 pub use trajectory::{RewardBreakdown, RewardFunction, Trajectory, Turn};

@@ -22,6 +22,8 @@ pub struct SamplingParams {
     pub max_new_tokens: usize,
     /// Seed of this call's sampler.
     pub seed: u64,
+    /// Stop at the first `</answer>`.
+    pub stop_at_answer: bool,
 }
 
 /// The language model as the rollout sees it.
@@ -437,7 +439,7 @@ mod tests {
             format_penalty: -0.1,
             max_model_len: 100_000,
             generation_batch_size: 3,
-            sampling: SamplingParams { temperature: 1.0, top_p: 1.0, max_new_tokens: 10, seed: 1 },
+            sampling: SamplingParams { temperature: 1.0, top_p: 1.0, max_new_tokens: 10, seed: 1, stop_at_answer: false },
             tag: "Counter".into(),
         }
     }

@@ -1,0 +1,114 @@
+//! RAGEN's rollout metrics (spec §6.2; `es_manager.get_rollout_states`), computed from finished
+//! trajectories. Names are `{prefix}/{tag}/success` etc. with `prefix` = `train` or `val-env`.
+
+use crate::trajectory::Trajectory;
+use std::collections::BTreeMap;
+
+/// Metrics of one iteration: name -> value (sorted, JSON-friendly).
+pub type Metrics = BTreeMap<String, f64>;
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 { 0.0 } else { s / n as f64 }
+}
+
+/// Per-env metrics of a batch of trajectories (group-major, `group_size` per group).
+///
+/// * `{prefix}/{tag}/success`: mean of `terminated && !truncated`;
+/// * `{prefix}/{tag}/num_actions`: actions executed per trajectory;
+/// * `{prefix}/{tag}/action_is_valid`, `action_is_effective`: per trajectory, turns with the
+///   flag / turns, averaged over trajectories (0 for a trajectory with no turn);
+/// * `{prefix}/{tag}/pass@{group_size}`: groups with at least one success / groups;
+/// * `{prefix}/{tag}/format_penalty_turns`, `{prefix}/{tag}/env_errors` (ragen-gym additions);
+/// * `{prefix}/{tag}/score`: mean trajectory score; `{prefix}/{tag}/num_turns`.
+pub fn rollout_metrics(prefix: &str, trajs: &[Trajectory], group_size: usize) -> Metrics {
+    let mut m = Metrics::new();
+    let Some(first) = trajs.first() else { return m };
+    let tag = &first.tag;
+    let k = |name: &str| format!("{prefix}/{tag}/{name}");
+    let frac = |t: &Trajectory, f: fn(&crate::trajectory::Turn) -> bool| {
+        if t.turns.is_empty() { 0.0 } else { t.turns.iter().filter(|x| f(x)).count() as f64 / t.turns.len() as f64 }
+    };
+    m.insert(k("success"), mean(trajs.iter().map(|t| f64::from(u8::from(t.success)))));
+    m.insert(k("num_actions"), mean(trajs.iter().map(|t| t.num_actions as f64)));
+    m.insert(k("num_turns"), mean(trajs.iter().map(|t| t.turns.len() as f64)));
+    m.insert(k("action_is_valid"), mean(trajs.iter().map(|t| frac(t, |x| x.action_is_valid))));
+    m.insert(k("action_is_effective"), mean(trajs.iter().map(|t| frac(t, |x| x.action_is_effective))));
+    m.insert(k("format_penalty_turns"), mean(trajs.iter().map(|t| t.turns.iter().filter(|x| x.format_penalty).count() as f64)));
+    m.insert(k("env_errors"), trajs.iter().filter(|t| t.end_reason.is_some()).count() as f64);
+    m.insert(k("score"), mean(trajs.iter().map(Trajectory::score)));
+    if group_size > 0 {
+        let groups = trajs.chunks(group_size);
+        m.insert(k(&format!("pass@{group_size}")), mean(groups.map(|g| f64::from(u8::from(g.iter().any(|t| t.success))))));
+    }
+    m
+}
+
+/// Add `{name}/mean`, `/max`, `/min` of `xs` (verl's data metrics style).
+pub fn add_stats(m: &mut Metrics, name: &str, xs: &[f64]) {
+    if xs.is_empty() {
+        return;
+    }
+    m.insert(format!("{name}/mean"), mean(xs.iter().copied()));
+    m.insert(format!("{name}/max"), xs.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+    m.insert(format!("{name}/min"), xs.iter().copied().fold(f64::INFINITY, f64::min));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trajectory::Turn;
+
+    fn turn(valid: bool, eff: bool) -> Turn {
+        Turn {
+            observation: String::new(),
+            actions_left: 0,
+            response: String::new(),
+            think: None,
+            answer: None,
+            actions: vec![],
+            env_reward: 0.5,
+            action_is_valid: valid,
+            action_is_effective: eff,
+            format_penalty: !valid,
+            info: vec![],
+        }
+    }
+
+    fn traj(group: usize, success: bool, turns: Vec<Turn>, n: usize) -> Trajectory {
+        Trajectory {
+            env_id: "t/X-v0".into(),
+            tag: "X".into(),
+            group,
+            seed: 0,
+            turns,
+            final_observation: String::new(),
+            num_actions: n,
+            terminated: true,
+            truncated: !success,
+            success,
+            penalty: 0.0,
+            extra_reward: 0.0,
+            end_reason: None,
+        }
+    }
+
+    #[test]
+    fn ragen_rollout_metrics() {
+        let t = vec![
+            traj(0, true, vec![turn(true, true), turn(false, false)], 3),
+            traj(0, false, vec![turn(true, false)], 1),
+            traj(1, false, vec![], 0),
+            traj(1, false, vec![turn(true, true)], 2),
+        ];
+        let m = rollout_metrics("train", &t, 2);
+        assert_eq!(m["train/X/success"], 0.25);
+        assert_eq!(m["train/X/num_actions"], 1.5);
+        // valid: (1/2 + 1 + 0 + 1) / 4
+        assert_eq!(m["train/X/action_is_valid"], 0.625);
+        // effective: (1/2 + 0 + 0 + 1) / 4
+        assert_eq!(m["train/X/action_is_effective"], 0.375);
+        assert_eq!(m["train/X/pass@2"], 0.5);
+        assert_eq!(m["train/X/score"], (1.0 + 0.5 + 0.0 + 0.5) / 4.0);
+    }
+}

@@ -1,0 +1,56 @@
+//! The candle policy as the rollout's [`Generator`] and [`Tokenize`].
+
+use crate::batch::Tokenize;
+use crate::context::{Message, Role};
+use crate::rollout::{Generator, SamplingParams};
+use ragen_gym_policy as pol;
+
+/// Tokenizer adapter: ChatML segments with control tokens inserted by id.
+pub struct PolicyTokenizer<'a>(pub &'a pol::Tokenizer);
+
+fn to_policy_message(m: &Message) -> pol::Message {
+    match m.role {
+        Role::System => pol::Message::system(m.content.clone()),
+        Role::User => pol::Message::user(m.content.clone()),
+        Role::Assistant => pol::Message::assistant(m.content.clone()),
+    }
+}
+
+impl Tokenize for PolicyTokenizer<'_> {
+    fn encode_message(&self, message: &Message) -> Result<Vec<u32>, String> {
+        self.0.encode_chat(&[to_policy_message(message)], false).map_err(|e| e.to_string())
+    }
+
+    fn encode_assistant_prefix(&self, forced: &str) -> Result<Vec<u32>, String> {
+        let mut ids = self.0.encode_chat(&[], true).map_err(|e| e.to_string())?;
+        ids.extend(self.0.encode(forced).map_err(|e| e.to_string())?);
+        Ok(ids)
+    }
+}
+
+/// Samples with a (detached) model view.
+pub struct PolicyGenerator<'a> {
+    /// The sampling model (sees every optimiser step when it is a [`pol::Policy::sampler`] view).
+    pub model: pol::LlamaModel,
+    /// The tokenizer.
+    pub tokenizer: PolicyTokenizer<'a>,
+}
+
+impl Generator for PolicyGenerator<'_> {
+    fn tokenizer(&self) -> &dyn Tokenize {
+        &self.tokenizer
+    }
+
+    fn generate(&mut self, prompts: &[Vec<u32>], p: &SamplingParams) -> Result<Vec<String>, String> {
+        let params = pol::SamplingParams {
+            temperature: p.temperature,
+            top_p: p.top_p,
+            top_k: 0,
+            max_new_tokens: p.max_new_tokens,
+            stop: if p.stop_at_answer { vec!["</answer>".to_string()] } else { Vec::new() },
+            seed: p.seed,
+        };
+        let out = pol::sample(&self.model, self.tokenizer.0, prompts, &params).map_err(|e| e.to_string())?;
+        Ok(out.into_iter().map(|s| s.text).collect())
+    }
+}
