@@ -1,1 +1,2 @@
 //! integration tests
+mod sandbox_hostile;

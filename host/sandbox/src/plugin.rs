@@ -129,6 +129,9 @@ impl Plugin {
                 let msg = if tail.is_empty() { "aborted (unreachable executed)".to_string() } else { tail };
                 (PluginErrorKind::Panic, msg)
             }
+            Some(Trap::MemoryOutOfBounds) => {
+                (PluginErrorKind::Trap, "out of bounds memory access (a bug, or a shadow-stack overflow)".to_string())
+            }
             Some(trap) => (PluginErrorKind::Trap, trap.to_string()),
             None if full.contains("forcing trap when growing memory") || full.contains("memory") && full.contains("limit") => (
                 PluginErrorKind::OutOfMemory,

@@ -1,0 +1,292 @@
+//! The hostile plugin suite (issue 2, "Tests"): every misbehaviour gets its own typed error, the
+//! process stays up, and a well-behaved env running beside it is unaffected. Also covers the
+//! capability gate as seen by a guest, deterministic WASI, log caps, verification without
+//! running, the compiled-code cache and reward-function plugins.
+
+use ragen_gym_core::Env;
+use ragen_gym_sandbox::{
+    Grants, HostPort, HttpError, HttpRequest, HttpResponse, HttpTransport, LoadError, Plugin, PluginErrorKind, RewardBreakdown,
+    Sandbox, SandboxConfig, Trajectory, Turn, WasmEnv, WasmEnvError, inspect_bytes, sha256_hex,
+};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+fn fixture(path: &str) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
+}
+
+fn hostile_bytes() -> Vec<u8> {
+    fixture(env!("FIXTURE_HOSTILE"))
+}
+
+/// One sandbox for the suite: fuel on, 1e9 fuel per call (~100 ms of a tight loop; enough to build a 100 MB string), 160 MiB
+/// memory cap (room for the 100 MB observation, not for 2 GiB), 1 MiB output cap, in-memory cache only.
+fn sandbox() -> &'static Sandbox {
+    static SB: OnceLock<Sandbox> = OnceLock::new();
+    SB.get_or_init(|| {
+        Sandbox::new(SandboxConfig {
+            fuel_per_call: 1_000_000_000,
+            memory_bytes: 160 << 20,
+            cache_dir: None,
+            max_instances: 64,
+            ..SandboxConfig::default()
+        })
+        .expect("sandbox")
+    })
+}
+
+fn hostile() -> Plugin {
+    static P: OnceLock<Plugin> = OnceLock::new();
+    P.get_or_init(|| sandbox().load_bytes("hostile.wasm", &hostile_bytes()).expect("hostile loads")).clone()
+}
+
+fn env(mode: &str) -> WasmEnv {
+    hostile().new_env(mode, Grants::default()).expect("hostile env")
+}
+
+/// A well-behaved env (the hostile plugin in mode "") beside the hostile one: must keep working.
+fn assert_neighbour_ok(neighbour: &mut WasmEnv) {
+    assert_eq!(neighbour.reset(5).expect("neighbour reset").observation, "ok");
+    let r = neighbour.step("Go").expect("neighbour step");
+    assert!(r.action_is_valid && r.terminated);
+}
+
+fn reset_kind(mode: &str) -> (PluginErrorKind, String) {
+    let mut neighbour = env("");
+    assert_neighbour_ok(&mut neighbour);
+    let mut e = env(mode);
+    let err = match e.try_reset(1) {
+        Err(WasmEnvError::Plugin(p)) => p,
+        other => panic!("mode {mode}: expected a plugin error, got {:?}", other.map(|r| r.observation.len())),
+    };
+    let msg = err.to_string();
+    assert!(msg.starts_with("from plugin \"hostile/Hostile-v0\" 0.1.0: "), "{msg}");
+    // The instance is gone: stepping now is a typed not-ready error, not a crash.
+    assert!(matches!(e.try_step("Go"), Err(WasmEnvError::Env { .. })));
+    assert_neighbour_ok(&mut neighbour);
+    (err.kind, msg)
+}
+
+#[test]
+fn infinite_loop_runs_out_of_fuel() {
+    assert_eq!(reset_kind("loop").0, PluginErrorKind::OutOfFuel);
+}
+
+#[test]
+fn infinite_loop_hits_the_deadline_without_fuel() {
+    let sb = Sandbox::new(SandboxConfig {
+        fuel: false,
+        call_deadline: Duration::from_millis(200),
+        cache_dir: None,
+        max_instances: 8,
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let p = sb.load_bytes("hostile.wasm", &hostile_bytes()).unwrap();
+    let mut e = p.new_env("loop", Grants::default()).unwrap();
+    let started = std::time::Instant::now();
+    match e.try_reset(0) {
+        Err(WasmEnvError::Plugin(p)) => assert_eq!(p.kind, PluginErrorKind::Deadline, "{p}"),
+        other => panic!("expected deadline, got {:?}", other.is_ok()),
+    }
+    // The epoch ticker has 10 ms granularity: the call stops soon after 200 ms.
+    assert!(started.elapsed() >= Duration::from_millis(190), "{:?}", started.elapsed());
+}
+
+#[test]
+fn two_gib_allocation_is_out_of_memory() {
+    let (kind, msg) = reset_kind("alloc");
+    assert_eq!(kind, PluginErrorKind::OutOfMemory, "{msg}");
+    assert!(msg.contains("160 MiB"), "{msg}");
+}
+
+#[test]
+fn deep_recursion_is_a_stack_overflow() {
+    assert_eq!(reset_kind("recurse").0, PluginErrorKind::StackOverflow);
+}
+
+#[test]
+fn panic_carries_its_message() {
+    let (kind, msg) = reset_kind("panic");
+    assert_eq!(kind, PluginErrorKind::Panic);
+    assert!(msg.contains("hostile plugin panicked on purpose"), "{msg}");
+}
+
+#[test]
+fn hundred_megabyte_observation_is_refused() {
+    let (kind, msg) = reset_kind("big-obs");
+    assert_eq!(kind, PluginErrorKind::BadOutput);
+    assert!(msg.contains("100000000 bytes"), "{msg}");
+}
+
+#[test]
+fn nan_reward_is_refused_and_the_env_recovers() {
+    let mut e = env("nan");
+    e.try_reset(0).unwrap();
+    match e.try_step("Go") {
+        Err(WasmEnvError::Plugin(p)) => {
+            assert_eq!(p.kind, PluginErrorKind::BadOutput);
+            assert!(p.message.contains("reward is NaN"), "{p}");
+        }
+        other => panic!("expected bad output, got {:?}", other.map(|r| r.reward)),
+    }
+    // Next reset makes a fresh instance from the InstancePre.
+    assert_eq!(e.try_reset(0).unwrap().observation, "ok");
+    assert_eq!(e.stats().instances, 2);
+    assert_eq!(e.stats().plugin_errors, 1);
+}
+
+#[test]
+fn wrong_interface_major_version_names_both_versions() {
+    let mut bytes = hostile_bytes();
+    let from = br#""interface_version":"0.1.0""#;
+    let to = br#""interface_version":"1.0.0""#;
+    // Patch the copy inside the `ragen:plugin` section (the string may also sit in a data segment).
+    let section = bytes.windows(12).position(|w| w == b"ragen:plugin").expect("manifest section in fixture");
+    let at = section + bytes[section..].windows(from.len()).position(|w| w == from).expect("manifest in fixture");
+    bytes[at..at + from.len()].copy_from_slice(to);
+    match sandbox().load_bytes("hostile-v1.wasm", &bytes) {
+        Err(e @ LoadError::IncompatibleInterface { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("1.0.0") && msg.contains("0.1.0"), "{msg}");
+        }
+        other => panic!("expected IncompatibleInterface, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn missing_export_is_refused() {
+    match sandbox().load_bytes("noexport.wasm", &fixture(env!("FIXTURE_NOEXPORT"))) {
+        Err(e @ LoadError::MissingExport { .. }) => assert!(e.to_string().contains("ragen:gym/environment"), "{e}"),
+        other => panic!("expected MissingExport, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn malformed_and_truncated_files_are_refused() {
+    assert!(matches!(sandbox().load_bytes("junk.wasm", b"MZ\x90\x00 this is not wasm"), Err(LoadError::Malformed { .. })));
+    let bytes = hostile_bytes();
+    for cut in [9, 100, bytes.len() / 2, bytes.len() - 1] {
+        match sandbox().load_bytes("truncated.wasm", &bytes[..cut]) {
+            Err(LoadError::Malformed { .. }) => {}
+            other => panic!("cut at {cut}: expected Malformed, got {:?}", other.err()),
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.wasm");
+    assert!(matches!(sandbox().load_file(&missing), Err(LoadError::Io { .. })));
+}
+
+#[test]
+fn no_files_env_vars_args_or_sockets() {
+    let obs = |mode: &str| env(mode).try_reset(0).unwrap().observation;
+    assert!(obs("file").starts_with("denied"), "{}", obs("file"));
+    assert_eq!(obs("env"), "vars=0 args=0");
+    assert!(obs("socket").starts_with("denied"), "{}", obs("socket"));
+}
+
+#[test]
+fn clocks_and_randomness_are_deterministic_and_seeded() {
+    // The deterministic wall clock starts at 2000-01-01T00:00:00Z.
+    assert_eq!(env("clock").try_reset(0).unwrap().observation, "now=946684800");
+    // std's HashMap keys come from WASI's per-instance `insecure-seed`: fixed by the host, so two
+    // fresh instances hash alike (with real randomness they would differ).
+    let rand = |seed| env("random").try_reset(seed).unwrap().observation;
+    assert_eq!(rand(7), rand(7));
+    assert_eq!(rand(7), rand(8));
+}
+
+#[test]
+fn log_lines_beyond_the_cap_are_dropped_and_counted() {
+    let mut e = env("log-flood");
+    assert_eq!(e.try_reset(0).unwrap().observation, "logged");
+    assert_eq!(e.stats().log_dropped, 10_000 - 64);
+}
+
+struct FakeTransport;
+impl HttpTransport for FakeTransport {
+    fn fetch(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        assert_eq!(req.url, "http://127.0.0.1:9/x");
+        Ok(HttpResponse { status: 200, headers: vec![], body: b"hi".to_vec() })
+    }
+}
+
+#[test]
+fn http_needs_declaration_and_grant_on_every_call() {
+    let grant = Grants { http: vec![HostPort::parse("127.0.0.1:9").unwrap()], ..Grants::default() };
+    // Undeclared target: denied even when the user grants everything the manifest lists.
+    let mut e = hostile().new_env("http-undeclared", grant.clone()).unwrap();
+    let obs = e.try_reset(0).unwrap().observation;
+    assert!(obs.starts_with("denied: example.com:80 is not declared"), "{obs}");
+    assert_eq!(e.stats().http_denied, 1);
+    // Declared but not granted.
+    let mut e = hostile().new_env("http-declared", Grants::default()).unwrap();
+    let obs = e.try_reset(0).unwrap().observation;
+    assert!(obs.starts_with("denied: 127.0.0.1:9 is not granted"), "{obs}");
+    // Declared and granted, no transport in this sandbox: a transport error.
+    let mut e = hostile().new_env("http-declared", grant.clone()).unwrap();
+    assert!(e.try_reset(0).unwrap().observation.starts_with("transport:"));
+    // With a transport plugged in, the request goes through.
+    let sb = Sandbox::new(SandboxConfig { cache_dir: None, max_instances: 4, ..SandboxConfig::default() }).unwrap();
+    sb.set_http_transport(Arc::new(FakeTransport));
+    let p = sb.load_bytes("hostile.wasm", &hostile_bytes()).unwrap();
+    assert_eq!(p.new_env("http-declared", grant).unwrap().try_reset(0).unwrap().observation, "status 200");
+}
+
+#[test]
+fn inspect_reads_the_manifest_without_running_and_hashes_the_file() {
+    let bytes = hostile_bytes();
+    let info = inspect_bytes("hostile.wasm", &bytes).unwrap();
+    assert_eq!(info.manifest.id, "hostile/Hostile-v0");
+    assert_eq!(info.manifest.interface_version, "0.1.0");
+    assert_eq!(info.manifest.capabilities.http, vec!["127.0.0.1:9".to_string()]);
+    assert_eq!(info.sha256, sha256_hex(&bytes));
+    assert_eq!(info.sha256.len(), 64);
+    assert!(info.imports.iter().any(|i| i.starts_with("ragen:gym/http@")), "{:?}", info.imports);
+    assert!(info.exports.iter().any(|i| i.starts_with("ragen:gym/environment@")), "{:?}", info.exports);
+}
+
+#[test]
+fn compiled_code_is_cached_on_disk_by_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = SandboxConfig { cache_dir: Some(dir.path().to_path_buf()), max_instances: 4, ..SandboxConfig::default() };
+    let bytes = hostile_bytes();
+    let sha = sha256_hex(&bytes);
+    Sandbox::new(cfg.clone()).unwrap().load_bytes("h", &bytes).unwrap();
+    let entries: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(entries[0].starts_with(&sha) && entries[0].ends_with(".cwasm"), "{entries:?}");
+    // A second sandbox loads from the cache and runs.
+    let p = Sandbox::new(cfg).unwrap().load_bytes("h", &bytes).unwrap();
+    assert_eq!(p.new_env("", Grants::default()).unwrap().try_reset(0).unwrap().observation, "ok");
+}
+
+#[test]
+fn reward_function_plugin_scores_under_limits() {
+    let p = sandbox().load_bytes("reward-len.wasm", &fixture(env!("FIXTURE_REWARD_LEN"))).unwrap();
+    let mut rf = p.reward_function().unwrap();
+    let turn = |resp: &str| Turn {
+        observation: "o".into(),
+        response: resp.into(),
+        think: None,
+        answer: Some("Up".into()),
+        actions: vec!["Up".into()],
+        env_reward: 0.0,
+        info: vec![],
+    };
+    let traj = Trajectory { env_id: "ragen/Sokoban-v0".into(), seed: 3, turns: vec![turn("0123456789"), turn("abcde")], success: true };
+    let RewardBreakdown { total, components } = rf.score(&traj).unwrap().unwrap();
+    // -0.01 per response byte (15 bytes) + 1 for success.
+    assert!((total - (1.0 - 0.15)).abs() < 1e-12, "{total}");
+    assert_eq!(components.len(), 2);
+    let empty = Trajectory { turns: vec![], ..traj.clone() };
+    assert_eq!(rf.score(&empty).unwrap().unwrap_err(), "no turns to score");
+    let nan = Trajectory { env_id: "nan/Nan-v0".into(), ..traj.clone() };
+    assert_eq!(rf.score(&nan).unwrap_err().kind, PluginErrorKind::BadOutput);
+    // Recovers with a fresh instance.
+    assert!(rf.score(&traj).unwrap().is_ok());
+    // An env plugin is not a reward function, and vice versa.
+    assert!(hostile().reward_function().is_err());
+    assert!(p.new_env("", Grants::default()).is_err());
+}
