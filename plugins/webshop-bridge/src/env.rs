@@ -1,0 +1,455 @@
+//! The WebShop bridge env: RAGEN-style agent-facing behaviour (`shared/spec/webshop.md` §4,
+//! §6.1) on top of an AgentGym WebShop server.
+
+use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
+
+use crate::config::BridgeConfig;
+use crate::protocol::{AgentGymClient, AvailableActions, Transport};
+
+/// Instruction for the model's prompt.
+pub const INSTRUCTION: &str = "You are shopping in an online store. Find and buy the product that fits the \
+instruction as closely as you can: search for it, open a matching product, select the options the \
+instruction asks for (such as size and colour), then buy it. Answer with exactly one of the available \
+actions, for example search[machine wash women's t-shirt] or click[buy now].";
+
+/// Reward at or above which a purchase counts as a success (WebShop's success rate counts
+/// `reward == 1`; spec §2.1).
+pub const SUCCESS_REWARD: f64 = 1.0 - 1e-9;
+
+/// Parse `name[arg]` like WebShop's `re.match(r'(.+)\[(.+)\]', action)` on the first line.
+pub fn parse_action(action: &str) -> Option<(&str, &str)> {
+    let line = action.split('\n').next().unwrap_or("");
+    let close = line.rfind(']')?;
+    if close < 3 {
+        return None;
+    }
+    let open = line.as_bytes()[1..close - 1]
+        .iter()
+        .rposition(|&b| b == b'[')?
+        + 1;
+    Some((&line[..open], &line[open + 1..close]))
+}
+
+/// The actions listed for the model (RAGEN's `get_available_actions`): `search[<content>]` when
+/// the page has a search bar, `click[x]` for every clickable except `search`, and no
+/// `click[next >]` on a results page past the end (clickables exactly `back to search, < prev,
+/// next >`).
+pub fn actions_for_model(available: &AvailableActions) -> Vec<String> {
+    let mut out = Vec::new();
+    if available.has_search_bar {
+        out.push("search[<content>]".to_string());
+    }
+    let past_end = available.clickables == ["back to search", "< prev", "next >"];
+    for c in &available.clickables {
+        if c == "search" || (past_end && c == "next >") {
+            continue;
+        }
+        out.push(format!("click[{c}]"));
+    }
+    out
+}
+
+/// Whether the server will act on `action` on a page offering `available` (spec §1.4): a
+/// `search[...]` with a non-empty query (accepted on every page), or a `click[x]` on a current
+/// clickable other than `search`.
+pub fn is_valid_action(action: &str, available: &AvailableActions) -> bool {
+    match parse_action(action) {
+        Some(("search", q)) => !q.is_empty(),
+        Some(("click", x)) => {
+            let x = x.to_lowercase();
+            x != "search" && available.clickables.contains(&x)
+        }
+        _ => false,
+    }
+}
+
+/// The WebShop bridge over a transport `T`.
+pub struct WebShopBridge<T> {
+    config: BridgeConfig,
+    client: AgentGymClient<T>,
+    env_idx: Option<i64>,
+    goal_index: u64,
+    observation: String,
+    available: AvailableActions,
+    steps: u32,
+    over: bool,
+}
+
+impl<T: Transport> WebShopBridge<T> {
+    /// A bridge with an explicit transport (natively: tests; on wasm: the host import).
+    ///
+    /// # Errors
+    /// [`EnvError::InvalidConfig`] for a bad config.
+    pub fn with_transport(config: &str, transport: T) -> Result<Self, EnvError> {
+        let config = BridgeConfig::from_json(config)?;
+        let client = AgentGymClient::new(transport, config.base_url());
+        Ok(Self {
+            config,
+            client,
+            env_idx: None,
+            goal_index: 0,
+            observation: String::new(),
+            available: AvailableActions::default(),
+            steps: 0,
+            over: true,
+        })
+    }
+
+    /// The config in use.
+    pub fn config(&self) -> &BridgeConfig {
+        &self.config
+    }
+
+    /// The current simple-mode page text (without the action list).
+    pub fn page_text(&self) -> &str {
+        &self.observation
+    }
+
+    /// What the current page offers.
+    pub fn available_actions(&self) -> &AvailableActions {
+        &self.available
+    }
+
+    fn render(&self) -> String {
+        if !self.config.list_actions
+            || self.available.clickables.is_empty() && !self.available.has_search_bar
+        {
+            return self.observation.clone();
+        }
+        format!(
+            "{}\nAvailable actions: {}",
+            self.observation,
+            actions_for_model(&self.available).join(", ")
+        )
+    }
+
+    fn server_error(e: String) -> EnvError {
+        EnvError::Other(e)
+    }
+
+    /// Start an episode on the goal the seed indexes in the configured split.
+    ///
+    /// # Errors
+    /// [`EnvError::Other`] naming the server and the failed call.
+    pub fn reset_episode(&mut self, seed: u64) -> Result<ResetResult, EnvError> {
+        self.over = true;
+        let env_idx = match self.env_idx {
+            Some(id) => id,
+            None => {
+                let id = self.client.create().map_err(Self::server_error)?;
+                self.env_idx = Some(id);
+                id
+            }
+        };
+        self.goal_index = self.config.split.goal_index(seed);
+        let mut obs = self
+            .client
+            .reset(env_idx, self.goal_index)
+            .map_err(Self::server_error)?;
+        if obs.trim().is_empty() {
+            obs = self
+                .client
+                .observation(env_idx)
+                .map_err(Self::server_error)?;
+        }
+        self.available = self
+            .client
+            .available_actions(env_idx)
+            .map_err(Self::server_error)?;
+        self.observation = obs;
+        self.steps = 0;
+        self.over = false;
+        Ok(ResetResult {
+            observation: self.render(),
+            info: vec![Metric::new("goal_index", self.goal_index as f64)],
+        })
+    }
+
+    /// Forward one action to the server (invalid ones too: upstream treats them as no-ops).
+    ///
+    /// # Errors
+    /// [`EnvError::NotReady`] before `reset` or after the episode ended; [`EnvError::Other`] when
+    /// the server cannot be reached or answers unexpectedly.
+    pub fn step_action(&mut self, action: &str) -> Result<StepResult, EnvError> {
+        let Some(env_idx) = self.env_idx.filter(|_| !self.over) else {
+            return Err(EnvError::NotReady(
+                "webshop-bridge: call reset before step (or after the episode ended)".into(),
+            ));
+        };
+        let action = action.trim();
+        let valid = is_valid_action(action, &self.available);
+        let reply = self
+            .client
+            .step(env_idx, action)
+            .map_err(Self::server_error)?;
+        self.steps += 1;
+        let effective = reply.state != self.observation;
+        self.observation = reply.state;
+        self.available = if reply.done {
+            AvailableActions::default()
+        } else {
+            self.client
+                .available_actions(env_idx)
+                .map_err(Self::server_error)?
+        };
+        let reward = if reply.reward.is_finite() {
+            reply.reward.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let terminated = reply.done;
+        let truncated = !terminated && self.steps >= self.config.max_turns;
+        self.over = terminated || truncated;
+        let mut info = vec![
+            Metric::new("raw_reward", reward),
+            Metric::new("goal_index", self.goal_index as f64),
+        ];
+        if terminated {
+            info.push(Metric::new("success_purchase", 1.0));
+            for key in ["r_type", "r_att", "r_option", "r_price", "title_score"] {
+                if let Some(v) = reply.info.get(key).and_then(serde_json::Value::as_f64) {
+                    info.push(Metric::new(key, v));
+                }
+            }
+        }
+        Ok(StepResult {
+            observation: self.render(),
+            reward,
+            terminated,
+            truncated,
+            action_is_valid: valid,
+            action_is_effective: effective,
+            success: terminated && reward >= SUCCESS_REWARD,
+            info,
+        })
+    }
+}
+
+/// Describe the env for a config.
+///
+/// # Errors
+/// [`EnvError::InvalidConfig`] for a bad config.
+pub fn spec_for(config: &str) -> Result<EnvSpec, EnvError> {
+    let c = BridgeConfig::from_json(config)?;
+    Ok(EnvSpec {
+        id: "ragen/WebShop-v0".to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        description:
+            "WebShop through an AgentGym-protocol server reached over the host's gated HTTP import."
+                .to_string(),
+        instruction: INSTRUCTION.to_string(),
+        action_names: None,
+        symbol_legend: None,
+        max_episode_steps: c.max_turns,
+        reward_threshold: Some(1.0),
+        default_config: serde_json::to_string(&BridgeConfig::default())
+            .map_err(|e| EnvError::Other(format!("failed to serialise the default config: {e}")))?,
+    })
+}
+
+impl<T: Transport + Default + 'static> Environment for WebShopBridge<T> {
+    fn spec(config: &str) -> Result<EnvSpec, EnvError> {
+        spec_for(config)
+    }
+
+    fn new(config: &str) -> Result<Self, EnvError> {
+        Self::with_transport(config, T::default())
+    }
+
+    fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvError> {
+        self.reset_episode(seed)
+    }
+
+    fn step(&mut self, action: &str) -> Result<StepResult, EnvError> {
+        self.step_action(action)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use ragen_gym_webshop::{Catalog, Shop};
+
+    use super::*;
+
+    /// Calls the WebShop server's routes in-process; `fail_after` simulates the server going away.
+    struct InProcess {
+        shop: Arc<Shop>,
+        calls: usize,
+        fail_after: Option<usize>,
+    }
+
+    impl Transport for InProcess {
+        fn request(
+            &mut self,
+            method: &str,
+            url: &str,
+            body: &str,
+        ) -> Result<(u16, String), String> {
+            self.calls += 1;
+            if self.fail_after.is_some_and(|n| self.calls > n) {
+                return Err("connection refused".into());
+            }
+            let path = url
+                .strip_prefix("http://127.0.0.1:3000")
+                .ok_or("wrong server")?;
+            let r = self.shop.handle(method, path, body.as_bytes());
+            Ok((r.status, r.body))
+        }
+    }
+
+    fn bridge(fail_after: Option<usize>) -> (WebShopBridge<InProcess>, Arc<Shop>) {
+        let shop = Arc::new(Shop::new(Catalog::embedded()));
+        let t = InProcess {
+            shop: shop.clone(),
+            calls: 0,
+            fail_after,
+        };
+        (
+            WebShopBridge::with_transport(r#"{"split":"test"}"#, t).unwrap(),
+            shop,
+        )
+    }
+
+    fn goal_seed(shop: &Shop, asin: &str, first_option: &str) -> u64 {
+        shop.catalog()
+            .goals
+            .iter()
+            .position(|g| g.asin == asin && g.goal_options[0] == first_option)
+            .unwrap() as u64
+    }
+
+    #[test]
+    fn reset_shows_the_home_page_and_the_actions() {
+        let (mut env, shop) = bridge(None);
+        let r = env.reset_episode(3).unwrap();
+        let instr = &shop.catalog().goals[3].instruction_text;
+        assert_eq!(
+            r.observation,
+            format!(
+                "WebShop [SEP] Instruction: [SEP] {instr} [SEP] Search\nAvailable actions: search[<content>]"
+            )
+        );
+    }
+
+    #[test]
+    fn worked_example_episode_scores_one_and_succeeds() {
+        let (mut env, shop) = bridge(None);
+        env.reset_episode(goal_seed(&shop, "B0WS000001", "black"))
+            .unwrap();
+        let s = env.step_action("search[cotton spandex t-shirt]").unwrap();
+        assert!(s.action_is_valid && s.action_is_effective && !s.terminated);
+        assert!(
+            s.observation.contains("click[b0ws000001]"),
+            "{}",
+            s.observation
+        );
+        assert!(!s.observation.contains("click[search]"));
+        env.step_action("click[B0WS000001]").unwrap();
+        let opt = env.step_action("click[black]").unwrap();
+        assert!(
+            opt.action_is_valid && !opt.action_is_effective,
+            "simple mode does not show the selection"
+        );
+        env.step_action("click[x-large]").unwrap();
+        let buy = env.step_action("click[buy now]").unwrap();
+        assert_eq!(
+            (buy.reward, buy.terminated, buy.truncated, buy.success),
+            (1.0, true, false, true)
+        );
+        assert!(
+            buy.info
+                .iter()
+                .any(|m| m.name == "r_type" && m.value == 1.0)
+        );
+        assert!(matches!(
+            env.step_action("click[buy now]"),
+            Err(EnvError::NotReady(_))
+        ));
+    }
+
+    #[test]
+    fn wrong_noun_purchase_scores_zero() {
+        let (mut env, shop) = bridge(None);
+        env.reset_episode(goal_seed(&shop, "B0WS000019", "black"))
+            .unwrap();
+        env.step_action("search[insulated]").unwrap();
+        env.step_action("click[b0ws000020]").unwrap();
+        let buy = env.step_action("click[buy now]").unwrap();
+        assert_eq!(
+            (buy.reward, buy.terminated, buy.success),
+            (0.0, true, false)
+        );
+    }
+
+    #[test]
+    fn invalid_actions_are_no_ops_and_the_episode_truncates_at_max_turns() {
+        let (mut env, _) = bridge(None);
+        let first = env.reset_episode(0).unwrap().observation;
+        for i in 1..=9 {
+            let s = env
+                .step_action(if i % 2 == 0 {
+                    "click[search]"
+                } else {
+                    "buy the shirt"
+                })
+                .unwrap();
+            assert!(!s.action_is_valid && !s.action_is_effective);
+            assert_eq!(s.observation, first);
+            assert_eq!(s.reward, 0.0);
+            assert_eq!(s.truncated, i == 9, "step {i}");
+            assert!(!s.terminated);
+        }
+        assert!(matches!(
+            env.step_action("search[x]"),
+            Err(EnvError::NotReady(_))
+        ));
+    }
+
+    #[test]
+    fn next_past_the_end_is_hidden_from_the_model() {
+        let (mut env, _) = bridge(None);
+        env.reset_episode(0).unwrap();
+        env.step_action("search[spandex]").unwrap();
+        let s = env.step_action("click[next >]").unwrap();
+        assert_eq!(
+            env.available_actions().clickables,
+            ["back to search", "< prev", "next >"]
+        );
+        assert!(
+            s.observation
+                .ends_with("Available actions: click[back to search], click[< prev]"),
+            "{}",
+            s.observation
+        );
+    }
+
+    #[test]
+    fn server_failure_is_an_env_error_naming_the_server() {
+        let (mut env, _) = bridge(Some(3)); // create, reset, available_actions succeed
+        env.reset_episode(0).unwrap();
+        let e = env.step_action("search[tee]").unwrap_err().to_string();
+        assert!(
+            e.contains("127.0.0.1:3000") && e.contains("/step") && e.contains("connection refused"),
+            "{e}"
+        );
+        assert!(matches!(
+            env.step_action("search[tee]"),
+            Err(EnvError::Other(_))
+        ));
+    }
+
+    #[test]
+    fn spec_reports_max_turns() {
+        assert_eq!(spec_for("").unwrap().max_episode_steps, 9);
+        assert_eq!(
+            spec_for(r#"{"max_turns":15}"#).unwrap().max_episode_steps,
+            15
+        );
+        // The default server must be declared in the manifest, or every call would be denied.
+        let m: serde_json::Value = serde_json::from_str(crate::MANIFEST).unwrap();
+        let declared = m["capabilities"]["http"].as_array().unwrap();
+        assert!(declared.contains(&serde_json::Value::from(BridgeConfig::default().server)));
+    }
+}
