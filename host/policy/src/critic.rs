@@ -34,8 +34,14 @@ impl Critic {
     /// # Errors
     /// Invalid LoRA config; missing tensors.
     pub fn new(loaded: &LoadedModel, trainable: Trainable, seed: u64) -> Result<Self> {
-        let (backbone, mut params) =
-            build_trainable(&loaded.config, &loaded.weights, &trainable, seed)?;
+        // The critic has no lm_head (like a token-classification model): drop an untied one so
+        // it is neither trained nor saved.
+        let mut cfg = loaded.config.clone();
+        let mut weights = loaded.weights.clone();
+        if weights.remove("lm_head.weight").is_some() {
+            cfg.tie_word_embeddings = true;
+        }
+        let (backbone, mut params) = build_trainable(&cfg, &weights, &trainable, seed)?;
         let d = loaded.config.hidden_size;
         let device = backbone.device().clone();
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c217);

@@ -94,8 +94,9 @@ pub struct LoraAdapter {
 pub(crate) struct FrozenMatmul {
     /// The frozen weight, shape [out, in], detached.
     pub(crate) weight: Tensor,
-    /// The precomputed `x.detach() @ Wᵀ`, shape [N, out], contiguous.
-    pub(crate) result: Tensor,
+    /// The precomputed `x.detach() @ Wᵀ`, shape [N, out], contiguous; taken by the forward so the
+    /// graph does not keep a second copy of the activation alive until backward.
+    pub(crate) result: std::sync::Mutex<Option<Tensor>>,
 }
 
 impl CustomOp1 for FrozenMatmul {
@@ -108,8 +109,14 @@ impl CustomOp1 for FrozenMatmul {
         _storage: &CpuStorage,
         _layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let flat = self.result.flatten_all()?;
-        let storage = match self.result.dtype() {
+        let result = self
+            .result
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("frozen-matmul: poisoned lock".into()))?
+            .take()
+            .ok_or_else(|| candle_core::Error::Msg("frozen-matmul: forward ran twice".into()))?;
+        let flat = result.flatten_all()?;
+        let storage = match result.dtype() {
             DType::F32 => CpuStorage::F32(flat.to_vec1()?),
             DType::BF16 => CpuStorage::BF16(flat.to_vec1()?),
             DType::F16 => CpuStorage::F16(flat.to_vec1()?),
@@ -121,7 +128,7 @@ impl CustomOp1 for FrozenMatmul {
                 ));
             }
         };
-        Ok((storage, self.result.shape().clone()))
+        Ok((storage, result.shape().clone()))
     }
 
     fn bwd(
@@ -144,5 +151,8 @@ pub(crate) fn frozen_matmul(x: &Tensor, weight: &Tensor) -> Result<Tensor> {
         return Ok(x.matmul(&weight.t()?)?);
     }
     let result = x.detach().matmul(&weight.t()?)?.contiguous()?;
-    Ok(x.apply_op1(FrozenMatmul { weight, result })?)
+    Ok(x.apply_op1(FrozenMatmul {
+        weight,
+        result: std::sync::Mutex::new(Some(result)),
+    })?)
 }

@@ -435,6 +435,27 @@ impl LlamaModel {
         Ok(w)
     }
 
+    /// The same weights with the frozen-weight matmul switched on or off (tests compare both).
+    #[cfg(test)]
+    pub(crate) fn with_frozen_base(&self, frozen: bool) -> Self {
+        let mut m = self.clone();
+        for l in &mut m.layers {
+            for lin in [
+                &mut l.q_proj,
+                &mut l.k_proj,
+                &mut l.v_proj,
+                &mut l.o_proj,
+                &mut l.gate_proj,
+                &mut l.up_proj,
+                &mut l.down_proj,
+            ] {
+                lin.frozen_base = frozen;
+            }
+        }
+        m.frozen_base = frozen;
+        m
+    }
+
     /// The same model with every LoRA adapter removed (base weights only, shared storage).
     pub fn without_adapters(&self) -> Self {
         let mut m = self.detached();
