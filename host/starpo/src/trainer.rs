@@ -71,6 +71,9 @@ pub struct TrainSetup {
     pub make_env: EnvFactory,
     /// sha256 of the plugin file (recorded with each sample trajectory).
     pub plugin_sha256: String,
+    /// How the plugin was named (`sokoban`, `path/to/env.wasm`); stored in `run.json` so
+    /// `--resume` can find it again.
+    pub env_source: String,
     /// Reward-function plugins added to env rewards.
     pub reward_functions: Vec<Box<dyn RewardFunction>>,
     /// The run directory.
@@ -258,7 +261,7 @@ impl Trainer {
     /// Load the model (or the checkpoint when resuming), build env pools and optimisers, write
     /// the resolved config.
     pub fn new(setup: TrainSetup) -> Result<Self, TrainError> {
-        let TrainSetup { config: cfg, make_env, plugin_sha256, reward_functions, run_dir, resume } = setup;
+        let TrainSetup { config: cfg, make_env, plugin_sha256, env_source, reward_functions, run_dir, resume } = setup;
         let run = RunDir::create(&run_dir)?;
         let seed = cfg.seed.sampler;
         let tr = trainable(&cfg);
@@ -305,6 +308,7 @@ impl Trainer {
             "env_id": train_pool.spec().id,
             "env_version": train_pool.spec().version,
             "plugin_sha256": plugin_sha256,
+            "env_source": env_source,
             "model": model_path(&cfg),
         });
         run.write_atomic(&run.run_info_path(), serde_json::to_string_pretty(&info).unwrap_or_default().as_bytes())?;
