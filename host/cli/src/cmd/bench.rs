@@ -11,9 +11,9 @@ pub enum BenchCommand {
     Policy(PolicyArgs),
 }
 
-/// Arguments of `bench envs`.
-#[derive(clap::Args)]
-pub struct EnvsArgs {}
+#[path = "bench_envs.rs"]
+mod envs;
+pub use envs::EnvsArgs;
 
 /// Arguments of `bench policy`.
 #[derive(clap::Args)]
@@ -22,7 +22,7 @@ pub struct PolicyArgs {}
 /// Run a benchmark.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        BenchCommand::Envs(_) => anyhow::bail!("`bench envs` is not built yet"),
+        BenchCommand::Envs(a) => envs::run(a),
         BenchCommand::Policy(_) => anyhow::bail!("`bench policy` is not built yet"),
     }
 }

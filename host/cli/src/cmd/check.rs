@@ -1,12 +1,42 @@
-//! `ragen-gym check`.
+//! `ragen-gym check PLUGIN [--json]`: Gymnasium-style conformance checks (spec sanity, reset and
+//! step determinism, limits) through the sandbox. Exit 0 only if every check passes.
 
+use super::plugin_args::{SandboxArgs, load};
+use ragen_gym_core::Env;
 use std::process::ExitCode;
 
 /// Arguments of `ragen-gym check`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// A `.wasm` component file or a built-in name.
+    pub plugin: String,
+    /// The env's config as a JSON object (default: the env's defaults).
+    #[arg(long, default_value = "")]
+    pub config: String,
+    /// Print JSON (keys `ok`, `failures`, `passed`, `env_id`).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
 
 /// Run the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ragen-gym check` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let plugin = load(&args.plugin, &args.sandbox)?;
+    let grants = args.sandbox.grants()?;
+    let report = ragen_gym_sandbox::check_env(|| {
+        plugin.new_env(&args.config, grants.clone()).map(|e| Box::new(e) as Box<dyn Env>).map_err(|e| e.to_string())
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for p in &report.passed {
+            println!("ok    {p}");
+        }
+        for f in &report.failures {
+            println!("FAIL  {f}");
+        }
+        println!("{}: {}", report.env_id, if report.ok { "all checks passed" } else { "checks failed" });
+    }
+    Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -1,12 +1,52 @@
-//! `ragen-gym inspect`.
+//! `ragen-gym inspect PLUGIN [--json]`: the manifest, interface version, sha256 and capabilities
+//! of a plugin, read without running any plugin code.
 
+use super::plugin_args::read_plugin;
+use anyhow::Context;
 use std::process::ExitCode;
 
 /// Arguments of `ragen-gym inspect`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// A `.wasm` component file or a built-in name (`bandit`, `sokoban`, `frozenlake`).
+    pub plugin: String,
+    /// Print JSON (keys `id`, `version`, `interface_version`, `sha256`, `capabilities`, ...).
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Run the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`ragen-gym inspect` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (name, bytes) = read_plugin(&args.plugin)?;
+    let info = ragen_gym_sandbox::inspect_bytes(&name, &bytes).with_context(|| format!("failed to inspect {name}"))?;
+    let m = &info.manifest;
+    if args.json {
+        let v = serde_json::json!({
+            "id": m.id,
+            "version": m.version,
+            "interface_version": m.interface_version,
+            "kind": m.kind,
+            "description": m.description,
+            "sha256": info.sha256,
+            "size_bytes": info.size_bytes,
+            "capabilities": m.capabilities,
+            "limits": m.limits,
+            "imports": info.imports,
+            "exports": info.exports,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("id:                {}", m.id);
+        println!("version:           {}", m.version);
+        println!("kind:              {}", serde_json::to_value(m.kind)?.as_str().unwrap_or("?"));
+        println!("interface version: {} (host supports {})", m.interface_version, ragen_gym_sandbox::manifest::SUPPORTED_INTERFACE);
+        println!("description:       {}", m.description);
+        println!("sha256:            {}", info.sha256);
+        println!("size:              {} bytes", info.size_bytes);
+        let http = if m.capabilities.http.is_empty() { "none".to_string() } else { m.capabilities.http.join(", ") };
+        println!("capabilities:      http: {http}; clock: {}; random: {}", m.capabilities.clock, m.capabilities.random);
+        println!("imports:           {}", info.imports.join(", "));
+        println!("exports:           {}", info.exports.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
 }

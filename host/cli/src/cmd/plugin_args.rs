@@ -1,0 +1,76 @@
+//! Shared by the plugin subcommands: resolve `PLUGIN` (a `.wasm` path or a built-in name), and
+//! sandbox flags (`--allow-host`, `--fuel`, `--memory-mib`).
+
+use anyhow::Context;
+use ragen_gym_sandbox::{Grants, HostPort, Plugin, Sandbox, SandboxConfig};
+use std::path::Path;
+
+/// Sandbox limits and capability grants.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SandboxArgs {
+    /// Grant the plugin HTTP access to HOST:PORT (repeatable). Used only if the plugin's manifest
+    /// declares the same target.
+    #[arg(long = "allow-host", value_name = "HOST:PORT")]
+    pub allow_host: Vec<String>,
+    /// Fuel units per plugin call (default 2e9; about 100 M units per 10 ms of guest work).
+    #[arg(long, value_name = "UNITS")]
+    pub fuel: Option<u64>,
+    /// Linear-memory cap per plugin instance, MiB (default 256).
+    #[arg(long = "memory-mib", value_name = "MIB")]
+    pub memory_mib: Option<u64>,
+}
+
+impl SandboxArgs {
+    /// The sandbox configuration these flags select.
+    pub fn config(&self) -> SandboxConfig {
+        let mut cfg = SandboxConfig::default();
+        if let Some(f) = self.fuel {
+            cfg.fuel_per_call = f;
+        }
+        if let Some(m) = self.memory_mib {
+            cfg.memory_bytes = m << 20;
+        }
+        cfg
+    }
+
+    /// The user's grants.
+    pub fn grants(&self) -> anyhow::Result<Grants> {
+        let http = self
+            .allow_host
+            .iter()
+            .map(|s| HostPort::parse(s).map_err(|e| anyhow::anyhow!("--allow-host: {e}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Grants { http, ..Grants::default() })
+    }
+}
+
+/// Read a plugin: a path to a `.wasm` file, or a built-in name (`bandit`, `sokoban`,
+/// `frozenlake`, ...). Returns a display name and the bytes.
+pub fn read_plugin(spec: &str) -> anyhow::Result<(String, Vec<u8>)> {
+    if let Some(bytes) = ragen_gym_builtins::builtin(spec) {
+        return Ok((format!("built-in {spec}"), bytes.to_vec()));
+    }
+    let path = Path::new(spec);
+    if path.exists() {
+        let bytes = std::fs::read(path).with_context(|| format!("failed to read plugin file {}", path.display()))?;
+        return Ok((path.display().to_string(), bytes));
+    }
+    let names: Vec<&str> = ragen_gym_builtins::names().collect();
+    anyhow::bail!("plugin `{spec}` is neither a file nor a built-in (built-ins: {})", names.join(", "))
+}
+
+/// Load a plugin into a new sandbox.
+pub fn load(spec: &str, args: &SandboxArgs) -> anyhow::Result<Plugin> {
+    let (name, bytes) = read_plugin(spec)?;
+    let sandbox = Sandbox::new(args.config()).context("failed to set up the sandbox")?;
+    sandbox.load_bytes(&name, &bytes).with_context(|| format!("failed to load plugin {name}"))
+}
+
+/// splitmix64: the CLI's seeded action sampler (no extra dependency).
+pub fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
