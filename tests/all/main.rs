@@ -1,2 +1,4 @@
 //! integration tests
+mod builtin_envs;
+mod python_plugin;
 mod sandbox_hostile;
