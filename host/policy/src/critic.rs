@@ -92,13 +92,18 @@ impl Critic {
         &self.backbone
     }
 
-    /// Write a Hugging Face directory: backbone weights (LoRA merged), `score.weight`,
+    /// Write a Hugging Face directory: backbone weights (LoRA: the base, unmerged), `score.weight`,
     /// `score.bias`, config and tokenizer.
     ///
     /// # Errors
     /// I/O errors naming the file.
     pub fn save_pretrained(&self, dir: &Path) -> Result<()> {
-        let mut w = self.backbone.hf_weights()?;
+        // LoRA: base weights unmerged (adapters go to their own file), so reloading this directory
+        // and restoring the adapters gives back exactly this critic.
+        let mut w = match self.trainable {
+            Trainable::Full => self.backbone.hf_weights()?,
+            Trainable::Lora(_) => self.backbone.without_adapters().hf_weights()?,
+        };
         w.insert("score.weight".into(), self.head_w.as_tensor().detach());
         w.insert("score.bias".into(), self.head_b.as_tensor().detach());
         write_hf_dir(dir, self.backbone.config(), &w, &self.tokenizer)?;

@@ -39,7 +39,8 @@ pub use critic::Critic;
 pub use device::{compute_dtype, default_device};
 pub use error::{PolicyError, Result};
 pub use loader::{
-    LoadedModel, cache_dir, default_model_path, load, load_default, load_on, random_weights,
+    LoadedModel, cache_dir, default_model_path, load, load_default, load_on, load_spec,
+    random_weights, resolve_model_path,
 };
 pub use lora::{LoraAdapter, LoraConfig};
 pub use model::{AttentionMask, KvCache, LlamaModel, ModelParts, Weights};

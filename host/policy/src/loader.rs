@@ -61,6 +61,29 @@ impl LoadedModel {
     }
 }
 
+/// Resolve a model setting: `"default"` (or empty) is [`default_model_path`], anything else a
+/// path to a `.gguf` file or a Hugging Face directory.
+pub fn resolve_model_path(spec: &str) -> PathBuf {
+    if spec.is_empty() || spec == "default" {
+        default_model_path()
+    } else {
+        PathBuf::from(spec)
+    }
+}
+
+/// Load a model named by a setting (see [`resolve_model_path`]); a missing default model gives
+/// [`PolicyError::ModelMissing`] naming the path and the set-up script.
+///
+/// # Errors
+/// See [`load`].
+pub fn load_spec(spec: &str) -> Result<LoadedModel> {
+    let path = resolve_model_path(spec);
+    if path == default_model_path() && !path.exists() {
+        return Err(PolicyError::ModelMissing { path });
+    }
+    load(&path)
+}
+
 /// Load the default model, or fail with [`PolicyError::ModelMissing`] naming its path.
 ///
 /// # Errors

@@ -52,7 +52,14 @@ pub(crate) fn build_trainable(
 ) -> Result<(LlamaModel, Vec<NamedParam>)> {
     match trainable {
         Trainable::Full => {
-            let mut names: Vec<&String> = weights.keys().collect();
+            // Only the decoder's own tensors (a critic directory also holds `score.*`).
+            let mut names: Vec<&String> = weights
+                .keys()
+                .filter(|n| {
+                    n.starts_with("model.")
+                        || (n.as_str() == "lm_head.weight" && !cfg.tie_word_embeddings)
+                })
+                .collect();
             names.sort();
             let mut params = Vec::with_capacity(names.len());
             let mut vars = Weights::new();

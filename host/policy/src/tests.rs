@@ -353,13 +353,32 @@ fn checkpoint_round_trip_continues_exactly() {
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(9);
         let _: u64 = rand::Rng::random(&mut rng);
         let state = serde_json::json!({ "iteration": 2, "rng": RngState::capture(&rng) });
+        // A critic trained one step, saved alongside.
+        let critic = Critic::new(&loaded, trainable.clone(), 2).unwrap();
+        let mut copt = AdamW::new(
+            critic.params(),
+            AdamWConfig {
+                lr: 1e-2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for _ in 0..2 {
+            let v = critic.values(&tiny_batch()).unwrap();
+            let g = ParamGrads::from_store(
+                v.sqr().unwrap().mean_all().unwrap().backward().unwrap(),
+                critic.params(),
+            );
+            copt.step(&g, 1e-2).unwrap();
+        }
+        let values: Vec<Vec<f32>> = critic.values(&tiny_batch()).unwrap().to_vec2().unwrap();
         save_checkpoint(
             &ckpt,
             &CheckpointParts {
                 policy: &policy,
                 policy_optimizer: Some(&opt),
-                critic: None,
-                critic_optimizer: None,
+                critic: Some(&critic),
+                critic_optimizer: Some(&copt),
                 trainer_state: &state,
             },
         )
@@ -370,8 +389,8 @@ fn checkpoint_round_trip_continues_exactly() {
             &CheckpointParts {
                 policy: &policy,
                 policy_optimizer: Some(&opt),
-                critic: None,
-                critic_optimizer: None,
+                critic: Some(&critic),
+                critic_optimizer: Some(&copt),
                 trainer_state: &state,
             },
         )
@@ -391,6 +410,15 @@ fn checkpoint_round_trip_continues_exactly() {
             never_stopped,
             "{trainable:?}"
         );
+        // The critic comes back the way the trainer resumes it.
+        let cl = load_on(&critic_dir(&ckpt), &Device::Cpu).unwrap();
+        let critic2 = Critic::new(&cl, trainable.clone(), 99).unwrap();
+        critic2.load_trainable(&critic_dir(&ckpt)).unwrap();
+        let mut copt2 = AdamW::new(critic2.params(), AdamWConfig::default()).unwrap();
+        copt2.load(&critic_dir(&ckpt)).unwrap();
+        assert_eq!(copt2.step_count(), 2);
+        let values2: Vec<Vec<f32>> = critic2.values(&tiny_batch()).unwrap().to_vec2().unwrap();
+        assert_eq!(values, values2, "{trainable:?}");
         let st = read_trainer_state(&ckpt).unwrap();
         let mut r2 = serde_json::from_value::<RngState>(st["rng"].clone())
             .unwrap()
@@ -561,6 +589,24 @@ fn malformed_config_is_named_in_the_error() {
     );
     let e = load_on(dir.path(), &Device::Cpu).unwrap_err().to_string();
     assert!(e.contains("config.json"), "{e}");
+    let missing = dir.path().join("nope.gguf");
+    let e = load_spec(missing.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nope.gguf"), "{e}");
+    let e = PolicyError::ModelMissing {
+        path: missing.clone(),
+    }
+    .to_string();
+    assert!(
+        e.contains("nope.gguf") && e.contains("scripts/setup.sh"),
+        "{e}"
+    );
+    assert_eq!(resolve_model_path("default"), default_model_path());
+    // A GGUF that is not one names the file.
+    std::fs::write(&missing, b"not a gguf").unwrap();
+    let e = load_on(&missing, &Device::Cpu).unwrap_err().to_string();
+    assert!(e.contains("nope.gguf"), "{e}");
 }
 
 mod real_model {
