@@ -195,7 +195,7 @@ impl Catalog {
                     "names no product of the catalog",
                 ));
             }
-            if !(g.price_upper > 0.0) {
+            if g.price_upper.is_nan() || g.price_upper <= 0.0 {
                 return Err(invalid(format!("goals[{i}].price_upper"), "must be > 0"));
             }
             if g.attributes.is_empty() {

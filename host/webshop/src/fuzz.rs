@@ -109,7 +109,6 @@ fn matching_chars(a: &[u8], b: &[u8]) -> usize {
 
 /// difflib `find_longest_match` with no junk function: the longest block of `a[alo..ahi]` equal
 /// to a block of `b[blo..bhi]`, earliest in `a` then in `b`, extended over popular bytes.
-#[expect(clippy::too_many_arguments, reason = "mirrors difflib's signature")]
 fn find_longest_match(
     a: &[u8],
     b: &[u8],
@@ -121,9 +120,9 @@ fn find_longest_match(
 ) -> (usize, usize, usize) {
     let (mut besti, mut bestj, mut bestsize) = (alo, blo, 0usize);
     let mut j2len: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    for i in alo..ahi {
+    for (i, &ch) in a.iter().enumerate().take(ahi).skip(alo) {
         let mut new_j2len = std::collections::HashMap::new();
-        for &j in &b2j[a[i] as usize] {
+        for &j in &b2j[ch as usize] {
             if j < blo {
                 continue;
             }

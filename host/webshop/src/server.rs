@@ -107,6 +107,18 @@ impl Shop {
     pub fn handle(&self, method: &str, url: &str, body: &[u8]) -> RouteResponse {
         let (path, query) = url.split_once('?').unwrap_or((url, ""));
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.route(&mut state, method, path, query, body)
+            .unwrap_or_else(|e| e)
+    }
+
+    fn route(
+        &self,
+        state: &mut ShopState,
+        method: &str,
+        path: &str,
+        query: &str,
+        body: &[u8],
+    ) -> Result<RouteResponse, RouteResponse> {
         let query_env = || -> Result<i64, RouteResponse> {
             query
                 .split('&')
@@ -125,7 +137,7 @@ impl Shop {
                 .and_then(Value::as_i64)
                 .ok_or_else(|| RouteResponse::err(422, "body field `env_idx` (int) is required"))
         };
-        let result: Result<RouteResponse, RouteResponse> = (|| {
+        {
             let missing = |id: i64| RouteResponse::err(404, format!("env {id} does not exist"));
             match (method, path) {
                 ("GET", "/") => Ok(RouteResponse::ok(json!("ok"))),
@@ -141,7 +153,7 @@ impl Shop {
                             break;
                         }
                     }
-                    let goal = self.next_seedless_goal(&mut state);
+                    let goal = self.next_seedless_goal(state);
                     state.envs.insert(
                         id,
                         ShopEnv::new(self.catalog.clone(), self.index.clone(), goal),
@@ -152,7 +164,7 @@ impl Shop {
                     let v = json_body()?;
                     let id = body_env(&v)?;
                     let goal = match v.get("session_id") {
-                        None | Some(Value::Null) => self.next_seedless_goal(&mut state),
+                        None | Some(Value::Null) => self.next_seedless_goal(state),
                         Some(s) => s.as_u64().ok_or_else(|| {
                             RouteResponse::err(
                                 422,
@@ -194,8 +206,7 @@ impl Shop {
                 }
                 _ => Err(RouteResponse::err(404, format!("no route {method} {path}"))),
             }
-        })();
-        result.unwrap_or_else(|e| e)
+        }
     }
 
     fn next_seedless_goal(&self, state: &mut ShopState) -> u64 {

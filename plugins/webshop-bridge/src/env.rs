@@ -112,7 +112,7 @@ impl<T: Transport> WebShopBridge<T> {
 
     fn render(&self) -> String {
         if !self.config.list_actions
-            || self.available.clickables.is_empty() && !self.available.has_search_bar
+            || (self.available.clickables.is_empty() && !self.available.has_search_bar)
         {
             return self.observation.clone();
         }
