@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// The embedded default configuration, every key commented with RAGEN's default.
 pub const DEFAULT_TOML: &str = include_str!("../../../configs/default.toml");
-/// CPU profile, applied when no GPU is present.
+/// CPU profile, applied when no GPU is present (before the env preset).
 pub const CPU_PROFILE_TOML: &str = include_str!("../../../configs/cpu.toml");
 
 /// Built-in env presets (`configs/<name>.toml`), applied for built-in env names.
@@ -553,15 +553,17 @@ mod tests {
         ] {
             ConfigBuilder::new().layer_str(text, name).unwrap().build().unwrap_or_else(|e| panic!("{name}: {e}"));
         }
-        // the CPU profile on top of each preset is consistent too
+        // each preset on top of the CPU profile is consistent too; Bandit stays single-turn
         for env in ["bandit", "sokoban", "frozenlake"] {
-            ConfigBuilder::new()
+            let c = ConfigBuilder::new()
                 .layer_str(CPU_PROFILE_TOML, "cpu.toml")
                 .unwrap()
                 .layer_str(env_preset(env).unwrap(), env)
                 .unwrap()
                 .build()
                 .unwrap();
+            let want_turns = if env == "bandit" { 1 } else { 2 };
+            assert_eq!(c.agent_proxy.max_turn, want_turns, "{env}");
         }
     }
 }

@@ -1,0 +1,83 @@
+//! `ragen-gym eval --env PLUGIN --model CHECKPOINT|default [--set k=v]... [--json]`: the
+//! validation protocol (spec §6.1) with a model: `es_manager.val` groups with the fixed seeds
+//! `seed.val + i`, temperature `rollout.val_temperature`, the training budgets. The config is
+//! layered like `train` (default, CPU profile, env preset, `--set`).
+
+use crate::cmd::plugin_args::{SandboxArgs, load};
+use anyhow::Context;
+use ragen_gym_core::{Env, EnvCallError};
+use ragen_gym_policy as pol;
+use ragen_gym_starpo::config::{CPU_PROFILE_TOML, env_preset};
+use ragen_gym_starpo::rollout::EnvPool;
+use ragen_gym_starpo::{ConfigBuilder, evaluate};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Load the model to evaluate: a run directory, a checkpoint directory, a policy directory
+/// (Hugging Face, with or without a LoRA adapter), a `.gguf` file, or `default`.
+fn load_model(spec: &str) -> anyhow::Result<(pol::LlamaModel, pol::Tokenizer, PathBuf)> {
+    if spec == "default" {
+        let loaded = pol::load(&pol::default_model_path())?;
+        return Ok((loaded.frozen_model()?, loaded.tokenizer.clone(), loaded.source.clone()));
+    }
+    let p = Path::new(spec);
+    for dir in [p.join("checkpoint").join("policy"), p.join("policy"), p.to_path_buf()] {
+        if dir.join("config.json").exists() && dir.join("model.safetensors").exists() {
+            let policy = pol::Policy::from_pretrained(&dir, 0).with_context(|| format!("failed to load {}", dir.display()))?;
+            return Ok((policy.sampler(), policy.tokenizer().clone(), dir));
+        }
+    }
+    let loaded = pol::load(p).with_context(|| format!("failed to load model {spec}"))?;
+    Ok((loaded.frozen_model()?, loaded.tokenizer.clone(), loaded.source.clone()))
+}
+
+/// Run the validation protocol and print `episodes`, `success_rate`, `mean_return`.
+pub fn run_model(
+    env_spec: &str,
+    model: &str,
+    env_config: &str,
+    set: &[String],
+    json: bool,
+    sandbox: &SandboxArgs,
+) -> anyhow::Result<ExitCode> {
+    let mut b = ConfigBuilder::new();
+    if !cfg!(feature = "cuda") {
+        b = b.layer_str(CPU_PROFILE_TOML, "the CPU profile (configs/cpu.toml)")?;
+    }
+    if let Some(preset) = env_preset(env_spec) {
+        b = b.layer_str(preset, &format!("the {env_spec} preset"))?;
+    }
+    b = b.layer_env(std::env::vars())?;
+    if !env_config.is_empty() {
+        b = b.layer_override(&format!("env.config='{env_config}'"))?;
+    }
+    for s in set {
+        b = b.layer_override(s)?;
+    }
+    let cfg = b.build()?;
+    let plugin = load(env_spec, sandbox)?;
+    let grants = sandbox.grants()?;
+    let n = cfg.es_manager.val.env_groups * cfg.es_manager.val.group_size;
+    let envs = (0..n)
+        .map(|_| -> Result<Box<dyn Env>, EnvCallError> { Ok(Box::new(plugin.new_env(&cfg.env.config, grants.clone())?)) })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut pool = EnvPool::new(envs);
+    let (model, tokenizer, source) = load_model(model)?;
+    let r = evaluate(&cfg, &model, &tokenizer, &mut pool, cfg.seed.sampler, &mut |_| {})?;
+    if json {
+        let v = serde_json::json!({
+            "env": pool.spec().id,
+            "model": source,
+            "episodes": r.episodes,
+            "success_rate": r.success_rate,
+            "mean_return": r.mean_return,
+            "metrics": r.metrics,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("env {} | model {} | {} episodes (seeds {}..)", pool.spec().id, source.display(), r.episodes, cfg.seed.val);
+        println!("success rate  {:.4}", r.success_rate);
+        println!("mean return   {:.4}", r.mean_return);
+    }
+    Ok(ExitCode::SUCCESS)
+}
