@@ -15,14 +15,14 @@ pub enum BenchCommand {
 mod envs;
 pub use envs::EnvsArgs;
 
-/// Arguments of `bench policy`.
-#[derive(clap::Args)]
-pub struct PolicyArgs {}
+#[path = "bench_policy.rs"]
+mod policy;
+pub use policy::PolicyArgs;
 
 /// Run a benchmark.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Envs(a) => envs::run(a),
-        BenchCommand::Policy(_) => anyhow::bail!("`bench policy` is not built yet"),
+        BenchCommand::Policy(a) => policy::run(a),
     }
 }
