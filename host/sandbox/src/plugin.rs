@@ -22,6 +22,9 @@ pub(crate) struct PluginInner {
     pub(crate) sandbox: Sandbox,
     pub(crate) info: PluginInfo,
     pub(crate) pre: Pre,
+    /// Validated specs by config string: `spec(config)` is a pure function of the config, so
+    /// fresh envs skip the call.
+    pub(crate) specs: std::sync::Mutex<std::collections::HashMap<String, ragen_gym_core::EnvSpec>>,
 }
 
 pub(crate) enum Pre {

@@ -155,6 +155,6 @@ impl Sandbox {
                 Pre::Reward(rewb::RewardPluginPre::new(ip).map_err(|e| compile_err(format!("{e:#}")))?)
             }
         };
-        Ok(Plugin { inner: Arc::new(PluginInner { sandbox: self.clone(), info, pre }) })
+        Ok(Plugin { inner: Arc::new(PluginInner { sandbox: self.clone(), info, pre, specs: Default::default() }) })
     }
 }

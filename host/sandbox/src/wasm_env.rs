@@ -110,6 +110,11 @@ impl Plugin {
             http_denied,
         };
         env.instantiate()?;
+        let cached = self.inner.specs.lock().unwrap_or_else(|p| p.into_inner()).get(config).cloned();
+        if let Some(spec) = cached {
+            env.spec = spec;
+            return Ok(env);
+        }
         let cfg = env.config.clone();
         let max = self.inner.sandbox.config().max_output_bytes;
         let spec = env.call(|live| live.bindings.ragen_gym_environment().call_spec(&mut live.store, &cfg))?;
@@ -117,6 +122,7 @@ impl Plugin {
             Ok(s) => env.spec = output::spec(s, max).map_err(|m| env.bad_output(m))?,
             Err(e) => return Err(WasmEnvError::Env { env_id: env.spec.id.clone(), source: output::env_error(e, max) }),
         }
+        self.inner.specs.lock().unwrap_or_else(|p| p.into_inner()).insert(config.to_string(), env.spec.clone());
         Ok(env)
     }
 }

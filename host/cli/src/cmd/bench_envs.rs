@@ -7,7 +7,7 @@ use crate::cmd::plugin_args::{read_plugin, splitmix};
 use ragen_gym_core::{Env, NativeEnv};
 use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Arguments of `bench envs`.
 #[derive(clap::Args)]
@@ -23,22 +23,28 @@ pub struct EnvsArgs {
     pub json: bool,
 }
 
-/// Steps/s of a random-action loop (resets included when episodes end).
-fn steps_per_second(env: &mut dyn Env, steps: u64) -> anyhow::Result<f64> {
+/// Steps/s of a random-action loop (only `step` calls are timed; episodes that end are reset
+/// untimed) and the mean `reset` time in µs.
+fn steps_per_second(env: &mut dyn Env, steps: u64) -> anyhow::Result<(f64, f64)> {
     let names = env.spec().action_names.clone().unwrap_or_else(|| vec!["noop".into()]);
     let mut rng = 1u64;
     let mut seed = 0u64;
     env.reset(seed)?;
-    let start = Instant::now();
+    let (mut step_time, mut reset_time, mut resets) = (Duration::ZERO, Duration::ZERO, 0u32);
     for _ in 0..steps {
         let a = &names[(splitmix(&mut rng) % names.len() as u64) as usize];
+        let t = Instant::now();
         let r = env.step(a)?;
+        step_time += t.elapsed();
         if r.terminated || r.truncated {
             seed += 1;
+            let t = Instant::now();
             env.reset(seed)?;
+            reset_time += t.elapsed();
+            resets += 1;
         }
     }
-    Ok(steps as f64 / start.elapsed().as_secs_f64())
+    Ok((steps as f64 / step_time.as_secs_f64(), reset_time.as_secs_f64() * 1e6 / f64::from(resets.max(1))))
 }
 
 /// Mean µs to make a fresh env (new instance) and reset it.
@@ -70,17 +76,17 @@ pub fn run(args: EnvsArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     if !args.json {
         println!(
-            "{:<11} {:>12} {:>12} {:>12} {:>8} {:>8} {:>11} {:>11}",
-            "env", "native/s", "wasm fuel/s", "wasm nofuel/s", "x fuel", "x nofuel", "fresh fuel", "fresh nofuel"
+            "{:<11} {:>10} {:>11} {:>11} {:>7} {:>7} {:>9} {:>10} {:>11} {:>11}",
+            "env", "native/s", "wasm fuel/s", "nofuel/s", "x fuel", "x nofl", "step fuel", "reset n/w", "fresh fuel", "fresh nofl"
         );
     }
     for name in ["bandit", "sokoban", "frozenlake"] {
         let (label, bytes) = read_plugin(name)?;
         let p_on = fuel_on.load_bytes(&label, &bytes)?;
         let p_off = fuel_off.load_bytes(&label, &bytes)?;
-        let native_sps = steps_per_second(native(name)?.as_mut(), args.steps)?;
-        let on_sps = steps_per_second(&mut p_on.new_env("", Grants::default())?, args.steps)?;
-        let off_sps = steps_per_second(&mut p_off.new_env("", Grants::default())?, args.steps)?;
+        let (native_sps, native_reset) = steps_per_second(native(name)?.as_mut(), args.steps)?;
+        let (on_sps, on_reset) = steps_per_second(&mut p_on.new_env("", Grants::default())?, args.steps)?;
+        let (off_sps, _) = steps_per_second(&mut p_off.new_env("", Grants::default())?, args.steps)?;
         let fresh_on = fresh_instance_us(&p_on, args.instances)?;
         let fresh_off = fresh_instance_us(&p_off, args.instances)?;
         let row = serde_json::json!({
@@ -91,13 +97,25 @@ pub fn run(args: EnvsArgs) -> anyhow::Result<ExitCode> {
             "slowdown_fuel": native_sps / on_sps,
             "slowdown_nofuel": native_sps / off_sps,
             "sandbox_fuel_step_us": 1e6 / on_sps,
+            "native_reset_us": native_reset,
+            "sandbox_fuel_reset_us": on_reset,
             "fresh_instance_fuel_us": fresh_on,
             "fresh_instance_nofuel_us": fresh_off,
         });
         if !args.json {
             println!(
-                "{:<11} {:>12.0} {:>12.0} {:>12.0} {:>8.1} {:>8.1} {:>9.1}µs {:>9.1}µs",
-                name, native_sps, on_sps, off_sps, native_sps / on_sps, native_sps / off_sps, fresh_on, fresh_off
+                "{:<11} {:>10.0} {:>11.0} {:>11.0} {:>7.1} {:>7.1} {:>7.2}µs {:>4.0}/{:<4.0}µs {:>9.1}µs {:>9.1}µs",
+                name,
+                native_sps,
+                on_sps,
+                off_sps,
+                native_sps / on_sps,
+                native_sps / off_sps,
+                1e6 / on_sps,
+                native_reset,
+                on_reset,
+                fresh_on,
+                fresh_off
             );
         }
         rows.push(row);
@@ -105,7 +123,7 @@ pub fn run(args: EnvsArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "steps": args.steps, "instances": args.instances, "envs": rows }))?);
     } else {
-        println!("(steps/s include resets at episode ends; x = native/sandbox; fresh = new instance + reset)");
+        println!("(steps/s time step calls only; x = native/sandbox slowdown; reset n/w = native/wasm reset µs; fresh = new instance + constructor + reset)");
     }
     Ok(ExitCode::SUCCESS)
 }
