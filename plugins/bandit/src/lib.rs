@@ -15,6 +15,8 @@
 //! assert!(step.success && step.terminated);
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod config;
 pub mod env;
 pub mod text;

@@ -16,6 +16,8 @@
 //! assert!(env.step("Down").unwrap().action_is_valid);
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod config;
 pub mod env;
 pub mod map;

@@ -20,6 +20,8 @@
 //! assert!(step.action_is_valid);
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod config;
 pub mod env;
 pub mod generator;

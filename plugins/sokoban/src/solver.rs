@@ -4,6 +4,9 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::level::{Direction, Level};
 
+/// Player cell and sorted box cells.
+type StateKey = (usize, Vec<usize>);
+
 /// Shortest action sequence that solves `level`, exploring at most `max_states` states;
 /// `None` if unsolvable within that budget.
 pub(crate) fn shortest_solution(level: &Level, max_states: usize) -> Option<Vec<Direction>> {
@@ -12,8 +15,7 @@ pub(crate) fn shortest_solution(level: &Level, max_states: usize) -> Option<Vec<
         boxes.sort_unstable();
         (l.player, boxes)
     };
-    let mut parent: HashMap<(usize, Vec<usize>), Option<((usize, Vec<usize>), Direction)>> =
-        HashMap::new();
+    let mut parent: HashMap<StateKey, Option<(StateKey, Direction)>> = HashMap::new();
     parent.insert(key(level), None);
     let mut queue = VecDeque::from([level.clone()]);
     while let Some(current) = queue.pop_front() {
