@@ -8,13 +8,22 @@ use std::process::Command;
 /// (env var suffix, cargo package, artifact stem)
 const FIXTURES: &[(&str, &str, &str)] = &[
     ("HOSTILE", "ragen-hostile", "ragen_hostile"),
-    ("NOEXPORT", "ragen-hostile-noexport", "ragen_hostile_noexport"),
+    (
+        "NOEXPORT",
+        "ragen-hostile-noexport",
+        "ragen_hostile_noexport",
+    ),
     ("REWARD_LEN", "ragen-reward-len", "ragen_reward_len"),
 ];
 
 fn main() {
-    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest_dir.join("..").canonicalize().expect("workspace root");
+    let manifest_dir = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
+    let root = manifest_dir
+        .join("..")
+        .canonicalize()
+        .expect("workspace root");
     for dir in ["tests/fixtures", "sdk", "wit"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
@@ -33,10 +42,19 @@ fn main() {
 /// Panic with a clear message when the wasm32-wasip2 std is not installed.
 fn check_target() {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let sysroot = Command::new(&rustc).args(["--print", "sysroot"]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
     if let Some(sysroot) = sysroot {
-        if !Path::new(&sysroot).join("lib/rustlib/wasm32-wasip2").is_dir() {
-            panic!("the Rust target wasm32-wasip2 is not installed (needed to build the built-in plugins); run scripts/setup.sh (or `rustup target add wasm32-wasip2`)");
+        if !Path::new(&sysroot)
+            .join("lib/rustlib/wasm32-wasip2")
+            .is_dir()
+        {
+            panic!(
+                "the Rust target wasm32-wasip2 is not installed (needed to build the built-in plugins); run scripts/setup.sh (or `rustup target add wasm32-wasip2`)"
+            );
         }
     }
 }
@@ -44,7 +62,16 @@ fn check_target() {
 fn cargo_build(root: &Path, target_dir: &Path, packages: &[&str]) -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(root).args(["build", "--target", "wasm32-wasip2", "--profile", "wasm-plugin", "--target-dir"]).arg(target_dir);
+    cmd.current_dir(root)
+        .args([
+            "build",
+            "--target",
+            "wasm32-wasip2",
+            "--profile",
+            "wasm-plugin",
+            "--target-dir",
+        ])
+        .arg(target_dir);
     for p in packages {
         cmd.args(["-p", p]);
     }
@@ -65,12 +92,18 @@ fn cargo_build(root: &Path, target_dir: &Path, packages: &[&str]) -> Result<(), 
             cmd.env_remove(key);
         }
     }
-    let out = cmd.output().map_err(|e| format!("could not run cargo: {e}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
-        Err(format!("`cargo build --target wasm32-wasip2 -p {}` failed:\n{}", packages.join(" -p "), tail.into_iter().rev().collect::<Vec<_>>().join("\n")))
+        Err(format!(
+            "`cargo build --target wasm32-wasip2 -p {}` failed:\n{}",
+            packages.join(" -p "),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        ))
     }
 }

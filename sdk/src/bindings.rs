@@ -46,7 +46,9 @@ impl<T: Environment> Guest for Shim<T> {
 
 impl<T: Environment> GuestEnv for EnvResource<T> {
     fn new(config: String) -> Self {
-        Self { inner: RefCell::new(T::new(&config)) }
+        Self {
+            inner: RefCell::new(T::new(&config)),
+        }
     }
 
     fn reset(&self, seed: u64) -> Result<ResetResult, EnvError> {

@@ -24,11 +24,13 @@ pub mod bindings;
 mod guest;
 
 #[cfg(target_arch = "wasm32")]
+pub use guest::{LogLevel, http, log};
+#[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 pub use wit_bindgen as __wit_bindgen;
-#[cfg(target_arch = "wasm32")]
-pub use guest::{LogLevel, http, log};
 
 pub use env::Environment;
-pub use manifest::{MANIFEST_SECTION, INTERFACE_VERSION};
-pub use types::{EnvError, EnvSpec, Metric, ResetResult, RewardBreakdown, StepResult, Symbol, Trajectory, Turn};
+pub use manifest::{INTERFACE_VERSION, MANIFEST_SECTION};
+pub use types::{
+    EnvError, EnvSpec, Metric, ResetResult, RewardBreakdown, StepResult, Symbol, Trajectory, Turn,
+};

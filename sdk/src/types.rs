@@ -17,7 +17,10 @@ pub struct Metric {
 impl Metric {
     /// Shorthand constructor.
     pub fn new(name: impl Into<String>, value: f64) -> Self {
-        Self { name: name.into(), value }
+        Self {
+            name: name.into(),
+            value,
+        }
     }
 }
 

@@ -5,8 +5,9 @@
 
 use ragen_gym_core::Env;
 use ragen_gym_sandbox::{
-    Grants, HostPort, HttpError, HttpRequest, HttpResponse, HttpTransport, LoadError, Plugin, PluginErrorKind, RewardBreakdown,
-    Sandbox, SandboxConfig, Trajectory, Turn, WasmEnv, WasmEnvError, inspect_bytes, sha256_hex,
+    Grants, HostPort, HttpError, HttpRequest, HttpResponse, HttpTransport, LoadError, Plugin,
+    PluginErrorKind, RewardBreakdown, Sandbox, SandboxConfig, Trajectory, Turn, WasmEnv,
+    WasmEnvError, inspect_bytes, sha256_hex,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -37,16 +38,26 @@ fn sandbox() -> &'static Sandbox {
 
 fn hostile() -> Plugin {
     static P: OnceLock<Plugin> = OnceLock::new();
-    P.get_or_init(|| sandbox().load_bytes("hostile.wasm", &hostile_bytes()).expect("hostile loads")).clone()
+    P.get_or_init(|| {
+        sandbox()
+            .load_bytes("hostile.wasm", &hostile_bytes())
+            .expect("hostile loads")
+    })
+    .clone()
 }
 
 fn env(mode: &str) -> WasmEnv {
-    hostile().new_env(mode, Grants::default()).expect("hostile env")
+    hostile()
+        .new_env(mode, Grants::default())
+        .expect("hostile env")
 }
 
 /// A well-behaved env (the hostile plugin in mode "") beside the hostile one: must keep working.
 fn assert_neighbour_ok(neighbour: &mut WasmEnv) {
-    assert_eq!(neighbour.reset(5).expect("neighbour reset").observation, "ok");
+    assert_eq!(
+        neighbour.reset(5).expect("neighbour reset").observation,
+        "ok"
+    );
     let r = neighbour.step("Go").expect("neighbour step");
     assert!(r.action_is_valid && r.terminated);
 }
@@ -57,10 +68,16 @@ fn reset_kind(mode: &str) -> (PluginErrorKind, String) {
     let mut e = env(mode);
     let err = match e.try_reset(1) {
         Err(WasmEnvError::Plugin(p)) => p,
-        other => panic!("mode {mode}: expected a plugin error, got {:?}", other.map(|r| r.observation.len())),
+        other => panic!(
+            "mode {mode}: expected a plugin error, got {:?}",
+            other.map(|r| r.observation.len())
+        ),
     };
     let msg = err.to_string();
-    assert!(msg.starts_with("from plugin \"hostile/Hostile-v0\" 0.1.0: "), "{msg}");
+    assert!(
+        msg.starts_with("from plugin \"hostile/Hostile-v0\" 0.1.0: "),
+        "{msg}"
+    );
     // The instance is gone: stepping now is a typed not-ready error, not a crash.
     assert!(matches!(e.try_step("Go"), Err(WasmEnvError::Env { .. })));
     assert_neighbour_ok(&mut neighbour);
@@ -90,7 +107,11 @@ fn infinite_loop_hits_the_deadline_without_fuel() {
         other => panic!("expected deadline, got {:?}", other.is_ok()),
     }
     // The epoch ticker has 10 ms granularity: the call stops soon after 200 ms.
-    assert!(started.elapsed() >= Duration::from_millis(190), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(190),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -142,8 +163,15 @@ fn wrong_interface_major_version_names_both_versions() {
     let from = br#""interface_version":"0.1.0""#;
     let to = br#""interface_version":"1.0.0""#;
     // Patch the copy inside the `ragen:plugin` section (the string may also sit in a data segment).
-    let section = bytes.windows(12).position(|w| w == b"ragen:plugin").expect("manifest section in fixture");
-    let at = section + bytes[section..].windows(from.len()).position(|w| w == from).expect("manifest in fixture");
+    let section = bytes
+        .windows(12)
+        .position(|w| w == b"ragen:plugin")
+        .expect("manifest section in fixture");
+    let at = section
+        + bytes[section..]
+            .windows(from.len())
+            .position(|w| w == from)
+            .expect("manifest in fixture");
     bytes[at..at + from.len()].copy_from_slice(to);
     match sandbox().load_bytes("hostile-v1.wasm", &bytes) {
         Err(e @ LoadError::IncompatibleInterface { .. }) => {
@@ -157,14 +185,19 @@ fn wrong_interface_major_version_names_both_versions() {
 #[test]
 fn missing_export_is_refused() {
     match sandbox().load_bytes("noexport.wasm", &fixture(env!("FIXTURE_NOEXPORT"))) {
-        Err(e @ LoadError::MissingExport { .. }) => assert!(e.to_string().contains("ragen:gym/environment"), "{e}"),
+        Err(e @ LoadError::MissingExport { .. }) => {
+            assert!(e.to_string().contains("ragen:gym/environment"), "{e}")
+        }
         other => panic!("expected MissingExport, got {:?}", other.err()),
     }
 }
 
 #[test]
 fn malformed_and_truncated_files_are_refused() {
-    assert!(matches!(sandbox().load_bytes("junk.wasm", b"MZ\x90\x00 this is not wasm"), Err(LoadError::Malformed { .. })));
+    assert!(matches!(
+        sandbox().load_bytes("junk.wasm", b"MZ\x90\x00 this is not wasm"),
+        Err(LoadError::Malformed { .. })
+    ));
     let bytes = hostile_bytes();
     for cut in [9, 100, bytes.len() / 2, bytes.len() - 1] {
         match sandbox().load_bytes("truncated.wasm", &bytes[..cut]) {
@@ -174,7 +207,10 @@ fn malformed_and_truncated_files_are_refused() {
     }
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.wasm");
-    assert!(matches!(sandbox().load_file(&missing), Err(LoadError::Io { .. })));
+    assert!(matches!(
+        sandbox().load_file(&missing),
+        Err(LoadError::Io { .. })
+    ));
 }
 
 #[test]
@@ -188,7 +224,10 @@ fn no_files_env_vars_args_or_sockets() {
 #[test]
 fn clocks_and_randomness_are_deterministic_and_seeded() {
     // The deterministic wall clock starts at 2000-01-01T00:00:00Z.
-    assert_eq!(env("clock").try_reset(0).unwrap().observation, "now=946684800");
+    assert_eq!(
+        env("clock").try_reset(0).unwrap().observation,
+        "now=946684800"
+    );
     // std's HashMap keys come from WASI's per-instance `insecure-seed`: fixed by the host, so two
     // fresh instances hash alike (with real randomness they would differ).
     let rand = |seed| env("random").try_reset(seed).unwrap().observation;
@@ -207,30 +246,62 @@ struct FakeTransport;
 impl HttpTransport for FakeTransport {
     fn fetch(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
         assert_eq!(req.url, "http://127.0.0.1:9/x");
-        Ok(HttpResponse { status: 200, headers: vec![], body: b"hi".to_vec() })
+        Ok(HttpResponse {
+            status: 200,
+            headers: vec![],
+            body: b"hi".to_vec(),
+        })
     }
 }
 
 #[test]
 fn http_needs_declaration_and_grant_on_every_call() {
-    let grant = Grants { http: vec![HostPort::parse("127.0.0.1:9").unwrap()], ..Grants::default() };
+    let grant = Grants {
+        http: vec![HostPort::parse("127.0.0.1:9").unwrap()],
+        ..Grants::default()
+    };
     // Undeclared target: denied even when the user grants everything the manifest lists.
     let mut e = hostile().new_env("http-undeclared", grant.clone()).unwrap();
     let obs = e.try_reset(0).unwrap().observation;
-    assert!(obs.starts_with("denied: example.com:80 is not declared"), "{obs}");
+    assert!(
+        obs.starts_with("denied: example.com:80 is not declared"),
+        "{obs}"
+    );
     assert_eq!(e.stats().http_denied, 1);
     // Declared but not granted.
-    let mut e = hostile().new_env("http-declared", Grants::default()).unwrap();
+    let mut e = hostile()
+        .new_env("http-declared", Grants::default())
+        .unwrap();
     let obs = e.try_reset(0).unwrap().observation;
-    assert!(obs.starts_with("denied: 127.0.0.1:9 is not granted"), "{obs}");
+    assert!(
+        obs.starts_with("denied: 127.0.0.1:9 is not granted"),
+        "{obs}"
+    );
     // Declared and granted, no transport in this sandbox: a transport error.
     let mut e = hostile().new_env("http-declared", grant.clone()).unwrap();
-    assert!(e.try_reset(0).unwrap().observation.starts_with("transport:"));
+    assert!(
+        e.try_reset(0)
+            .unwrap()
+            .observation
+            .starts_with("transport:")
+    );
     // With a transport plugged in, the request goes through.
-    let sb = Sandbox::new(SandboxConfig { cache_dir: None, max_instances: 4, ..SandboxConfig::default() }).unwrap();
+    let sb = Sandbox::new(SandboxConfig {
+        cache_dir: None,
+        max_instances: 4,
+        ..SandboxConfig::default()
+    })
+    .unwrap();
     sb.set_http_transport(Arc::new(FakeTransport));
     let p = sb.load_bytes("hostile.wasm", &hostile_bytes()).unwrap();
-    assert_eq!(p.new_env("http-declared", grant).unwrap().try_reset(0).unwrap().observation, "status 200");
+    assert_eq!(
+        p.new_env("http-declared", grant)
+            .unwrap()
+            .try_reset(0)
+            .unwrap()
+            .observation,
+        "status 200"
+    );
 }
 
 #[test]
@@ -239,32 +310,68 @@ fn inspect_reads_the_manifest_without_running_and_hashes_the_file() {
     let info = inspect_bytes("hostile.wasm", &bytes).unwrap();
     assert_eq!(info.manifest.id, "hostile/Hostile-v0");
     assert_eq!(info.manifest.interface_version, "0.1.0");
-    assert_eq!(info.manifest.capabilities.http, vec!["127.0.0.1:9".to_string()]);
+    assert_eq!(
+        info.manifest.capabilities.http,
+        vec!["127.0.0.1:9".to_string()]
+    );
     assert_eq!(info.sha256, sha256_hex(&bytes));
     assert_eq!(info.sha256.len(), 64);
-    assert!(info.imports.iter().any(|i| i.starts_with("ragen:gym/http@")), "{:?}", info.imports);
-    assert!(info.exports.iter().any(|i| i.starts_with("ragen:gym/environment@")), "{:?}", info.exports);
+    assert!(
+        info.imports
+            .iter()
+            .any(|i| i.starts_with("ragen:gym/http@")),
+        "{:?}",
+        info.imports
+    );
+    assert!(
+        info.exports
+            .iter()
+            .any(|i| i.starts_with("ragen:gym/environment@")),
+        "{:?}",
+        info.exports
+    );
 }
 
 #[test]
 fn compiled_code_is_cached_on_disk_by_hash() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = SandboxConfig { cache_dir: Some(dir.path().to_path_buf()), max_instances: 4, ..SandboxConfig::default() };
+    let cfg = SandboxConfig {
+        cache_dir: Some(dir.path().to_path_buf()),
+        max_instances: 4,
+        ..SandboxConfig::default()
+    };
     let bytes = hostile_bytes();
     let sha = sha256_hex(&bytes);
-    Sandbox::new(cfg.clone()).unwrap().load_bytes("h", &bytes).unwrap();
-    let entries: Vec<String> =
-        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    Sandbox::new(cfg.clone())
+        .unwrap()
+        .load_bytes("h", &bytes)
+        .unwrap();
+    let entries: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
-    assert!(entries[0].starts_with(&sha) && entries[0].ends_with(".cwasm"), "{entries:?}");
+    assert!(
+        entries[0].starts_with(&sha) && entries[0].ends_with(".cwasm"),
+        "{entries:?}"
+    );
     // A second sandbox loads from the cache and runs.
     let p = Sandbox::new(cfg).unwrap().load_bytes("h", &bytes).unwrap();
-    assert_eq!(p.new_env("", Grants::default()).unwrap().try_reset(0).unwrap().observation, "ok");
+    assert_eq!(
+        p.new_env("", Grants::default())
+            .unwrap()
+            .try_reset(0)
+            .unwrap()
+            .observation,
+        "ok"
+    );
 }
 
 #[test]
 fn reward_function_plugin_scores_under_limits() {
-    let p = sandbox().load_bytes("reward-len.wasm", &fixture(env!("FIXTURE_REWARD_LEN"))).unwrap();
+    let p = sandbox()
+        .load_bytes("reward-len.wasm", &fixture(env!("FIXTURE_REWARD_LEN")))
+        .unwrap();
     let mut rf = p.reward_function().unwrap();
     let turn = |resp: &str| Turn {
         observation: "o".into(),
@@ -275,14 +382,25 @@ fn reward_function_plugin_scores_under_limits() {
         env_reward: 0.0,
         info: vec![],
     };
-    let traj = Trajectory { env_id: "ragen/Sokoban-v0".into(), seed: 3, turns: vec![turn("0123456789"), turn("abcde")], success: true };
+    let traj = Trajectory {
+        env_id: "ragen/Sokoban-v0".into(),
+        seed: 3,
+        turns: vec![turn("0123456789"), turn("abcde")],
+        success: true,
+    };
     let RewardBreakdown { total, components } = rf.score(&traj).unwrap().unwrap();
     // -0.01 per response byte (15 bytes) + 1 for success.
     assert!((total - (1.0 - 0.15)).abs() < 1e-12, "{total}");
     assert_eq!(components.len(), 2);
-    let empty = Trajectory { turns: vec![], ..traj.clone() };
+    let empty = Trajectory {
+        turns: vec![],
+        ..traj.clone()
+    };
     assert_eq!(rf.score(&empty).unwrap().unwrap_err(), "no turns to score");
-    let nan = Trajectory { env_id: "nan/Nan-v0".into(), ..traj.clone() };
+    let nan = Trajectory {
+        env_id: "nan/Nan-v0".into(),
+        ..traj.clone()
+    };
     assert_eq!(rf.score(&nan).unwrap_err().kind, PluginErrorKind::BadOutput);
     // Recovers with a fresh instance.
     assert!(rf.score(&traj).unwrap().is_ok());

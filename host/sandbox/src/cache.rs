@@ -19,16 +19,32 @@ impl CompileCache {
     pub(crate) fn new(engine: &Engine, dir: Option<PathBuf>) -> Self {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
-        Self { dir, engine_key: format!("{:016x}", h.finish()), memory: Mutex::new(HashMap::new()) }
+        Self {
+            dir,
+            engine_key: format!("{:016x}", h.finish()),
+            memory: Mutex::new(HashMap::new()),
+        }
     }
 
     fn path(&self, sha256: &str) -> Option<PathBuf> {
-        self.dir.as_ref().map(|d| d.join(format!("{sha256}-{}.cwasm", self.engine_key)))
+        self.dir
+            .as_ref()
+            .map(|d| d.join(format!("{sha256}-{}.cwasm", self.engine_key)))
     }
 
     /// The compiled component for `bytes` (identified by `sha256`), compiling at most once.
-    pub(crate) fn get_or_compile(&self, engine: &Engine, sha256: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
-        if let Some(c) = self.memory.lock().unwrap_or_else(|p| p.into_inner()).get(sha256) {
+    pub(crate) fn get_or_compile(
+        &self,
+        engine: &Engine,
+        sha256: &str,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Component> {
+        if let Some(c) = self
+            .memory
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(sha256)
+        {
             return Ok(c.clone());
         }
         let component = match self.path(sha256).filter(|p| p.is_file()) {
@@ -44,11 +60,19 @@ impl CompileCache {
             },
             None => self.compile_and_store(engine, sha256, bytes)?,
         };
-        self.memory.lock().unwrap_or_else(|p| p.into_inner()).insert(sha256.to_string(), component.clone());
+        self.memory
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(sha256.to_string(), component.clone());
         Ok(component)
     }
 
-    fn compile_and_store(&self, engine: &Engine, sha256: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
+    fn compile_and_store(
+        &self,
+        engine: &Engine,
+        sha256: &str,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Component> {
         let component = Component::new(engine, bytes)?;
         if let Some(path) = self.path(sha256) {
             if let Err(e) = store(&path, &component) {
@@ -64,7 +88,11 @@ fn store(path: &Path, component: &Component) -> anyhow_like::Result<()> {
     let dir = path.parent().ok_or("cache path has no parent")?;
     std::fs::create_dir_all(dir)?;
     let data = component.serialize().map_err(|e| e.to_string())?;
-    let tmp = dir.join(format!(".{}.{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"), std::process::id()));
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"),
+        std::process::id()
+    ));
     std::fs::write(&tmp, data)?;
     std::fs::rename(&tmp, path)?;
     Ok(())

@@ -34,7 +34,10 @@ fn fingerprint(r: &StepResult) -> String {
         r.action_is_valid,
         r.action_is_effective,
         r.success,
-        r.info.iter().map(|m| (&m.name, m.value.to_bits())).collect::<Vec<_>>()
+        r.info
+            .iter()
+            .map(|m| (&m.name, m.value.to_bits()))
+            .collect::<Vec<_>>()
     )
 }
 
@@ -59,10 +62,16 @@ fn episode(env: &mut dyn Env, seed: u64, rng_seed: u64) -> Result<(String, Vec<S
     let limit = spec.max_episode_steps.max(1);
     for _ in 0..limit {
         let action = match &spec.action_names {
-            Some(names) if !names.is_empty() => names[(splitmix(&mut rng) % names.len() as u64) as usize].clone(),
-            _ => TEXT_ACTIONS[(splitmix(&mut rng) % TEXT_ACTIONS.len() as u64) as usize].to_string(),
+            Some(names) if !names.is_empty() => {
+                names[(splitmix(&mut rng) % names.len() as u64) as usize].clone()
+            }
+            _ => {
+                TEXT_ACTIONS[(splitmix(&mut rng) % TEXT_ACTIONS.len() as u64) as usize].to_string()
+            }
         };
-        let r = env.step(&action).map_err(|e| format!("step({action:?}): {e}"))?;
+        let r = env
+            .step(&action)
+            .map_err(|e| format!("step({action:?}): {e}"))?;
         if !r.reward.is_finite() {
             return Err(format!("step({action:?}) returned reward {}", r.reward));
         }
@@ -77,7 +86,12 @@ fn episode(env: &mut dyn Env, seed: u64, rng_seed: u64) -> Result<(String, Vec<S
 
 /// Check an env built by `make` (called several times: each check uses fresh envs).
 pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, String>) -> CheckReport {
-    let mut report = CheckReport { env_id: String::new(), ok: false, passed: vec![], failures: vec![] };
+    let mut report = CheckReport {
+        env_id: String::new(),
+        ok: false,
+        passed: vec![],
+        failures: vec![],
+    };
     let outcome = |report: &mut CheckReport, name: &str, r: Result<(), String>| match r {
         Ok(()) => report.passed.push(name.to_string()),
         Err(e) => report.failures.push(format!("{name}: {e}")),
@@ -100,10 +114,14 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, String>) -> Chec
             let b = env.reset(seed).map_err(|e| e.to_string())?.observation;
             let c = other.reset(seed).map_err(|e| e.to_string())?.observation;
             if a != b {
-                return Err(format!("reset({seed}) twice on one env gave different observations"));
+                return Err(format!(
+                    "reset({seed}) twice on one env gave different observations"
+                ));
             }
             if a != c {
-                return Err(format!("reset({seed}) on two envs gave different observations"));
+                return Err(format!(
+                    "reset({seed}) on two envs gave different observations"
+                ));
             }
             if a.is_empty() {
                 return Err(format!("reset({seed}) returned an empty observation"));
@@ -121,8 +139,14 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, String>) -> Chec
             let ra = episode(a.as_mut(), *seed, 1000 + i as u64)?;
             let rb = episode(b.as_mut(), *seed, 1000 + i as u64)?;
             if ra != rb {
-                let at = ra.1.iter().zip(&rb.1).position(|(x, y)| x != y).unwrap_or(ra.1.len().min(rb.1.len()));
-                return Err(format!("seed {seed}: replaying the same actions diverged at step {at}"));
+                let at =
+                    ra.1.iter()
+                        .zip(&rb.1)
+                        .position(|(x, y)| x != y)
+                        .unwrap_or(ra.1.len().min(rb.1.len()));
+                return Err(format!(
+                    "seed {seed}: replaying the same actions diverged at step {at}"
+                ));
             }
         }
         Ok(())
@@ -136,14 +160,19 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, String>) -> Chec
             let (_, log) = episode(env.as_mut(), seed, 77 + seed)?;
             let max = env.spec().max_episode_steps as usize;
             if log.len() > max {
-                return Err(format!("seed {seed}: ran {} steps, over max_episode_steps {max}", log.len()));
+                return Err(format!(
+                    "seed {seed}: ran {} steps, over max_episode_steps {max}",
+                    log.len()
+                ));
             }
         }
         env.reset(3).map_err(|e| e.to_string())?;
         match env.step("definitely-not-an-action") {
             Ok(r) if r.action_is_valid => Err("an unknown action was reported as valid".into()),
             Ok(_) | Err(EnvCallError::Env { .. }) => Ok(()),
-            Err(e @ EnvCallError::Plugin(_)) => Err(format!("an unknown action crashed the plugin: {e}")),
+            Err(e @ EnvCallError::Plugin(_)) => {
+                Err(format!("an unknown action crashed the plugin: {e}"))
+            }
         }
     })();
     outcome(&mut report, "limits", limits);
@@ -153,12 +182,17 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, String>) -> Chec
 
 fn check_spec(env: &dyn Env) -> Result<(), String> {
     let s = env.spec();
-    let (ns, name) = s.id.split_once('/').ok_or_else(|| format!("id {:?} is not `namespace/Name-vN`", s.id))?;
-    let versioned = name.rsplit_once("-v").is_some_and(|(n, v)| !n.is_empty() && !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()));
+    let (ns, name) =
+        s.id.split_once('/')
+            .ok_or_else(|| format!("id {:?} is not `namespace/Name-vN`", s.id))?;
+    let versioned = name.rsplit_once("-v").is_some_and(|(n, v)| {
+        !n.is_empty() && !v.is_empty() && v.chars().all(|c| c.is_ascii_digit())
+    });
     if ns.is_empty() || !versioned {
         return Err(format!("id {:?} is not `namespace/Name-vN`", s.id));
     }
-    semver::Version::parse(&s.version).map_err(|e| format!("version {:?} is not semver: {e}", s.version))?;
+    semver::Version::parse(&s.version)
+        .map_err(|e| format!("version {:?} is not semver: {e}", s.version))?;
     if s.instruction.trim().is_empty() {
         return Err("instruction is empty".into());
     }
@@ -177,7 +211,8 @@ fn check_spec(env: &dyn Env) -> Result<(), String> {
         }
     }
     if !s.default_config.trim().is_empty() {
-        let v: serde_json::Value = serde_json::from_str(&s.default_config).map_err(|e| format!("default_config is not JSON: {e}"))?;
+        let v: serde_json::Value = serde_json::from_str(&s.default_config)
+            .map_err(|e| format!("default_config is not JSON: {e}"))?;
         if !v.is_object() {
             return Err("default_config is not a JSON object".into());
         }

@@ -25,13 +25,17 @@ pub enum LoadError {
         reason: String,
     },
     /// A core module instead of a component.
-    #[error("plugin {name} is a core WebAssembly module, not a component (build for wasm32-wasip2)")]
+    #[error(
+        "plugin {name} is a core WebAssembly module, not a component (build for wasm32-wasip2)"
+    )]
     NotAComponent {
         /// File name or built-in name.
         name: String,
     },
     /// No `ragen:plugin` custom section.
-    #[error("plugin {name} has no `ragen:plugin` manifest section (was it built with ragen-gym-sdk's export_env!?)")]
+    #[error(
+        "plugin {name} has no `ragen:plugin` manifest section (was it built with ragen-gym-sdk's export_env!?)"
+    )]
     MissingManifest {
         /// File name or built-in name.
         name: String,
@@ -45,7 +49,9 @@ pub enum LoadError {
         reason: String,
     },
     /// The plugin was built against an interface version this host does not support.
-    #[error("plugin {id} {version} was built for ragen:gym interface {plugin_interface}, but this host supports {host_supported} (host interface {host_interface})")]
+    #[error(
+        "plugin {id} {version} was built for ragen:gym interface {plugin_interface}, but this host supports {host_supported} (host interface {host_interface})"
+    )]
     IncompatibleInterface {
         /// Plugin id.
         id: String,

@@ -78,16 +78,24 @@ impl HostPort {
     /// A message naming the input when the port is missing or not a number, or the host is empty.
     pub fn parse(s: &str) -> Result<Self, String> {
         let (host, port) = if let Some(rest) = s.strip_prefix('[') {
-            let (h, p) = rest.split_once("]:").ok_or_else(|| format!("`{s}` is not `[IPV6]:PORT`"))?;
+            let (h, p) = rest
+                .split_once("]:")
+                .ok_or_else(|| format!("`{s}` is not `[IPV6]:PORT`"))?;
             (h, p)
         } else {
-            s.rsplit_once(':').ok_or_else(|| format!("`{s}` is not `HOST:PORT`"))?
+            s.rsplit_once(':')
+                .ok_or_else(|| format!("`{s}` is not `HOST:PORT`"))?
         };
         if host.is_empty() || host.contains(['/', '@', ' ']) {
             return Err(format!("`{s}` has an invalid host"));
         }
-        let port: u16 = port.parse().map_err(|_| format!("`{s}` has an invalid port `{port}`"))?;
-        Ok(Self { host: host.to_ascii_lowercase(), port })
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("`{s}` has an invalid port `{port}`"))?;
+        Ok(Self {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
     }
 
     /// The `host:port` target of an `http://` or `https://` URL (default ports 80 and 443).
@@ -101,28 +109,47 @@ impl HostPort {
         } else if lower.starts_with("https://") {
             (&url[8..], 443)
         } else {
-            return Err(HttpError::InvalidRequest(format!("only http and https URLs are allowed, got `{}`", truncate(url))));
+            return Err(HttpError::InvalidRequest(format!(
+                "only http and https URLs are allowed, got `{}`",
+                truncate(url)
+            )));
         };
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
         if authority.contains('@') {
-            return Err(HttpError::InvalidRequest("URLs with user info are not allowed".into()));
+            return Err(HttpError::InvalidRequest(
+                "URLs with user info are not allowed".into(),
+            ));
         }
         if authority.is_empty() {
-            return Err(HttpError::InvalidRequest(format!("URL `{}` has no host", truncate(url))));
+            return Err(HttpError::InvalidRequest(format!(
+                "URL `{}` has no host",
+                truncate(url)
+            )));
         }
-        let has_port = if authority.starts_with('[') { authority.contains("]:") } else { authority.contains(':') };
+        let has_port = if authority.starts_with('[') {
+            authority.contains("]:")
+        } else {
+            authority.contains(':')
+        };
         if has_port {
             Self::parse(authority).map_err(HttpError::InvalidRequest)
         } else {
             let host = authority.trim_start_matches('[').trim_end_matches(']');
-            Ok(Self { host: host.to_ascii_lowercase(), port: default_port })
+            Ok(Self {
+                host: host.to_ascii_lowercase(),
+                port: default_port,
+            })
         }
     }
 }
 
 impl std::fmt::Display for HostPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.host.contains(':') { write!(f, "[{}]:{}", self.host, self.port) } else { write!(f, "{}:{}", self.host, self.port) }
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
     }
 }
 
@@ -163,8 +190,12 @@ impl CapabilityGranter {
         let granted = self.granted.contains(&target);
         match (declared, granted) {
             (true, true) => Ok(target),
-            (false, _) => Err(HttpError::Denied(format!("{target} is not declared in the plugin manifest"))),
-            (true, false) => Err(HttpError::Denied(format!("{target} is not granted (use --allow-host {target})"))),
+            (false, _) => Err(HttpError::Denied(format!(
+                "{target} is not declared in the plugin manifest"
+            ))),
+            (true, false) => Err(HttpError::Denied(format!(
+                "{target} is not granted (use --allow-host {target})"
+            ))),
         }
     }
 }
@@ -182,7 +213,10 @@ impl HttpGate {
     pub(crate) fn fetch(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
         let method = req.method.to_ascii_uppercase();
         if method != "GET" && method != "POST" {
-            return Err(HttpError::InvalidRequest(format!("method `{}` is not allowed (GET or POST)", truncate(&req.method))));
+            return Err(HttpError::InvalidRequest(format!(
+                "method `{}` is not allowed (GET or POST)",
+                truncate(&req.method)
+            )));
         }
         if let Err(e) = self.granter.check_url(&req.url) {
             if matches!(e, HttpError::Denied(_)) {
@@ -192,10 +226,15 @@ impl HttpGate {
             return Err(e);
         }
         if req.body.len() > self.max_body_bytes {
-            return Err(HttpError::InvalidRequest(format!("request body of {} bytes exceeds the cap", req.body.len())));
+            return Err(HttpError::InvalidRequest(format!(
+                "request body of {} bytes exceeds the cap",
+                req.body.len()
+            )));
         }
         let Some(transport) = &self.transport else {
-            return Err(HttpError::Transport("no http transport is configured in this host".into()));
+            return Err(HttpError::Transport(
+                "no http transport is configured in this host".into(),
+            ));
         };
         let resp = transport.fetch(HttpRequest { method, ..req })?;
         if resp.body.len() > self.max_body_bytes {
@@ -231,8 +270,15 @@ mod tests {
             (&[a], &[a], "http://user@127.0.0.1:3000/", false),
         ];
         for (declared, granted, url, allowed) in table {
-            let g = CapabilityGranter::new(declared.iter().map(|s| hp(s)).collect(), granted.iter().map(|s| hp(s)).collect());
-            assert_eq!(g.check_url(url).is_ok(), *allowed, "declared={declared:?} granted={granted:?} url={url}");
+            let g = CapabilityGranter::new(
+                declared.iter().map(|s| hp(s)).collect(),
+                granted.iter().map(|s| hp(s)).collect(),
+            );
+            assert_eq!(
+                g.check_url(url).is_ok(),
+                *allowed,
+                "declared={declared:?} granted={granted:?} url={url}"
+            );
         }
     }
 
@@ -250,7 +296,10 @@ mod tests {
     fn url_targets() {
         assert_eq!(HostPort::of_url("http://a.b/c").unwrap(), hp("a.b:80"));
         assert_eq!(HostPort::of_url("https://a.b").unwrap(), hp("a.b:443"));
-        assert_eq!(HostPort::of_url("http://[::1]:8080/").unwrap(), hp("[::1]:8080"));
+        assert_eq!(
+            HostPort::of_url("http://[::1]:8080/").unwrap(),
+            hp("[::1]:8080")
+        );
         assert!(HostPort::of_url("file:///etc/passwd").is_err());
         assert!(HostPort::of_url("http:///x").is_err());
         assert!(HostPort::parse("nohost").is_err());
@@ -266,10 +315,24 @@ mod tests {
             denied: denied.clone(),
             max_body_bytes: 1024,
         };
-        let req = |url: &str| HttpRequest { method: "GET".into(), url: url.into(), headers: vec![], body: vec![] };
-        assert!(matches!(gate.fetch(req("http://h:1/")), Err(HttpError::Transport(_))));
-        assert!(matches!(gate.fetch(req("http://h:2/")), Err(HttpError::Denied(_))));
-        assert!(matches!(gate.fetch(req("http://other:1/")), Err(HttpError::Denied(_))));
+        let req = |url: &str| HttpRequest {
+            method: "GET".into(),
+            url: url.into(),
+            headers: vec![],
+            body: vec![],
+        };
+        assert!(matches!(
+            gate.fetch(req("http://h:1/")),
+            Err(HttpError::Transport(_))
+        ));
+        assert!(matches!(
+            gate.fetch(req("http://h:2/")),
+            Err(HttpError::Denied(_))
+        ));
+        assert!(matches!(
+            gate.fetch(req("http://other:1/")),
+            Err(HttpError::Denied(_))
+        ));
         assert_eq!(denied.load(Ordering::Relaxed), 2);
     }
 }

@@ -40,7 +40,10 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// [`LoadError::InvalidManifest`], [`LoadError::IncompatibleInterface`],
 /// [`LoadError::ForbiddenImport`], [`LoadError::MissingExport`].
 pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> {
-    let malformed = |reason: String| LoadError::Malformed { name: name.to_string(), reason };
+    let malformed = |reason: String| LoadError::Malformed {
+        name: name.to_string(),
+        reason,
+    };
     let mut depth = 0usize;
     let mut manifest_bytes: Option<&[u8]> = None;
     let mut imports = Vec::new();
@@ -50,7 +53,9 @@ pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> 
         match payload {
             Payload::Version { encoding, .. } => {
                 if depth == 0 && encoding != Encoding::Component {
-                    return Err(LoadError::NotAComponent { name: name.to_string() });
+                    return Err(LoadError::NotAComponent {
+                        name: name.to_string(),
+                    });
                 }
                 depth += 1;
             }
@@ -66,12 +71,24 @@ pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> 
             }
             Payload::ComponentImportSection(reader) if depth == 1 => {
                 for import in reader {
-                    imports.push(import.map_err(|e| malformed(e.to_string()))?.name.name.to_string());
+                    imports.push(
+                        import
+                            .map_err(|e| malformed(e.to_string()))?
+                            .name
+                            .name
+                            .to_string(),
+                    );
                 }
             }
             Payload::ComponentExportSection(reader) if depth == 1 => {
                 for export in reader {
-                    exports.push(export.map_err(|e| malformed(e.to_string()))?.name.name.to_string());
+                    exports.push(
+                        export
+                            .map_err(|e| malformed(e.to_string()))?
+                            .name
+                            .name
+                            .to_string(),
+                    );
                 }
             }
             _ => {}
@@ -80,20 +97,43 @@ pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> 
     if depth != 0 {
         return Err(malformed("unexpected end of file".into()));
     }
-    let raw = manifest_bytes.ok_or_else(|| LoadError::MissingManifest { name: name.to_string() })?;
-    let manifest: Manifest = serde_json::from_slice(raw)
-        .map_err(|e| LoadError::InvalidManifest { name: name.to_string(), reason: e.to_string() })?;
+    let raw = manifest_bytes.ok_or_else(|| LoadError::MissingManifest {
+        name: name.to_string(),
+    })?;
+    let manifest: Manifest =
+        serde_json::from_slice(raw).map_err(|e| LoadError::InvalidManifest {
+            name: name.to_string(),
+            reason: e.to_string(),
+        })?;
     validate_manifest(name, &manifest)?;
     check_interface_version(&manifest)?;
     check_imports(&manifest, &imports)?;
     check_exports(&manifest, &exports)?;
-    Ok(PluginInfo { manifest, sha256: sha256_hex(bytes), size_bytes: bytes.len(), imports, exports })
+    Ok(PluginInfo {
+        manifest,
+        sha256: sha256_hex(bytes),
+        size_bytes: bytes.len(),
+        imports,
+        exports,
+    })
 }
 
 fn validate_manifest(name: &str, m: &Manifest) -> Result<(), LoadError> {
-    let bad = |reason: String| Err(LoadError::InvalidManifest { name: name.to_string(), reason });
-    if m.id.is_empty() || m.id.len() > 128 || !m.id.contains('/') || m.id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return bad(format!("field `id` must look like `namespace/Name-vN`, got {:?}", m.id));
+    let bad = |reason: String| {
+        Err(LoadError::InvalidManifest {
+            name: name.to_string(),
+            reason,
+        })
+    };
+    if m.id.is_empty()
+        || m.id.len() > 128
+        || !m.id.contains('/')
+        || m.id.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return bad(format!(
+            "field `id` must look like `namespace/Name-vN`, got {:?}",
+            m.id
+        ));
     }
     if semver::Version::parse(&m.version).is_err() {
         return bad(format!("field `version` is not semver: {:?}", m.version));
@@ -120,12 +160,20 @@ pub fn check_interface_version(m: &Manifest) -> Result<(), LoadError> {
     };
     let req = semver::VersionReq::parse(SUPPORTED_INTERFACE).expect("valid constant");
     let v = semver::Version::parse(&m.interface_version).map_err(|_| incompatible())?;
-    if req.matches(&v) { Ok(()) } else { Err(incompatible()) }
+    if req.matches(&v) {
+        Ok(())
+    } else {
+        Err(incompatible())
+    }
 }
 
 fn check_imports(m: &Manifest, imports: &[String]) -> Result<(), LoadError> {
     for import in imports {
-        let forbid = |reason: &str| LoadError::ForbiddenImport { id: m.id.clone(), import: import.clone(), reason: reason.to_string() };
+        let forbid = |reason: &str| LoadError::ForbiddenImport {
+            id: m.id.clone(),
+            import: import.clone(),
+            reason: reason.to_string(),
+        };
         let base = import.split('@').next().unwrap_or(import);
         match base {
             // WASI is linked but grants nothing: no preopens, env vars, args or sockets.
@@ -136,7 +184,9 @@ fn check_imports(m: &Manifest, imports: &[String]) -> Result<(), LoadError> {
                     return Err(forbid("http is only available to environment plugins"));
                 }
                 if m.capabilities.http.is_empty() {
-                    return Err(forbid("the manifest declares no http capability (`capabilities.http`)"));
+                    return Err(forbid(
+                        "the manifest declares no http capability (`capabilities.http`)",
+                    ));
                 }
             }
             _ => return Err(forbid("the host does not provide this interface")),
@@ -150,10 +200,17 @@ fn check_exports(m: &Manifest, exports: &[String]) -> Result<(), LoadError> {
         PluginKind::Environment => "ragen:gym/environment",
         PluginKind::RewardFunction => "ragen:gym/reward-function",
     };
-    if exports.iter().any(|e| e.split('@').next() == Some(expected)) {
+    if exports
+        .iter()
+        .any(|e| e.split('@').next() == Some(expected))
+    {
         Ok(())
     } else {
-        Err(LoadError::MissingExport { id: m.id.clone(), expected: expected.to_string(), found: exports.join(", ") })
+        Err(LoadError::MissingExport {
+            id: m.id.clone(),
+            expected: expected.to_string(),
+            found: exports.join(", "),
+        })
     }
 }
 
@@ -179,15 +236,23 @@ mod tests {
         assert!(check_interface_version(&manifest("0.1.0")).is_ok());
         assert!(check_interface_version(&manifest("0.1.7")).is_ok());
         for bad in ["0.2.0", "1.0.0", "0.0.9", "x"] {
-            let e = check_interface_version(&manifest(bad)).unwrap_err().to_string();
+            let e = check_interface_version(&manifest(bad))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(bad) && e.contains(HOST_INTERFACE_VERSION), "{e}");
         }
     }
 
     #[test]
     fn http_import_needs_declaration() {
-        let imports = vec!["ragen:gym/http@0.1.0".to_string(), "wasi:filesystem/types@0.2.6".to_string()];
-        assert!(matches!(check_imports(&manifest("0.1.0"), &imports), Err(LoadError::ForbiddenImport { .. })));
+        let imports = vec![
+            "ragen:gym/http@0.1.0".to_string(),
+            "wasi:filesystem/types@0.2.6".to_string(),
+        ];
+        assert!(matches!(
+            check_imports(&manifest("0.1.0"), &imports),
+            Err(LoadError::ForbiddenImport { .. })
+        ));
         let mut m = manifest("0.1.0");
         m.capabilities.http = vec!["127.0.0.1:3000".into()];
         assert!(check_imports(&m, &imports).is_ok());
@@ -196,9 +261,18 @@ mod tests {
 
     #[test]
     fn garbage_and_truncated_bytes_are_malformed() {
-        assert!(matches!(inspect_bytes("g", b"not wasm at all"), Err(LoadError::Malformed { .. })));
+        assert!(matches!(
+            inspect_bytes("g", b"not wasm at all"),
+            Err(LoadError::Malformed { .. })
+        ));
         let header = b"\0asm\x0d\0\x01\0\x01\x05";
-        assert!(matches!(inspect_bytes("t", header), Err(LoadError::Malformed { .. })));
-        assert!(matches!(inspect_bytes("m", b"\0asm\x01\0\0\0"), Err(LoadError::NotAComponent { .. })));
+        assert!(matches!(
+            inspect_bytes("t", header),
+            Err(LoadError::Malformed { .. })
+        ));
+        assert!(matches!(
+            inspect_bytes("m", b"\0asm\x01\0\0\0"),
+            Err(LoadError::NotAComponent { .. })
+        ));
     }
 }

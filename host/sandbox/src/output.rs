@@ -14,22 +14,43 @@ pub const MAX_SHORT_BYTES: usize = 256;
 pub const MAX_LIST_LEN: usize = 1024;
 
 fn cap(field: &str, s: &str, max: usize) -> Result<(), String> {
-    if s.len() > max { Err(format!("{field} is {} bytes, over the cap of {max}", s.len())) } else { Ok(()) }
+    if s.len() > max {
+        Err(format!(
+            "{field} is {} bytes, over the cap of {max}",
+            s.len()
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 fn finite(field: &str, v: f64) -> Result<(), String> {
-    if v.is_finite() { Ok(()) } else { Err(format!("{field} is {v}, not a finite number")) }
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(format!("{field} is {v}, not a finite number"))
+    }
 }
 
 fn metrics(field: &str, list: Vec<t::Metric>) -> Result<Vec<Metric>, String> {
     if list.len() > MAX_METRICS {
-        return Err(format!("{field} has {} metrics, over the cap of {MAX_METRICS}", list.len()));
+        return Err(format!(
+            "{field} has {} metrics, over the cap of {MAX_METRICS}",
+            list.len()
+        ));
     }
     list.into_iter()
         .map(|m| {
-            cap(&format!("{field} metric name"), &m.name, MAX_METRIC_NAME_BYTES)?;
+            cap(
+                &format!("{field} metric name"),
+                &m.name,
+                MAX_METRIC_NAME_BYTES,
+            )?;
             finite(&format!("{field} metric `{}`", m.name), m.value)?;
-            Ok(Metric { name: m.name, value: m.value })
+            Ok(Metric {
+                name: m.name,
+                value: m.value,
+            })
         })
         .collect()
 }
@@ -42,7 +63,10 @@ pub(crate) fn spec(s: t::EnvSpec, max_text: usize) -> Result<EnvSpec, String> {
     cap("spec default_config", &s.default_config, max_text)?;
     if let Some(names) = &s.action_names {
         if names.len() > MAX_LIST_LEN {
-            return Err(format!("spec has {} action names, over the cap of {MAX_LIST_LEN}", names.len()));
+            return Err(format!(
+                "spec has {} action names, over the cap of {MAX_LIST_LEN}",
+                names.len()
+            ));
         }
         for n in names {
             cap("action name", n, MAX_SHORT_BYTES)?;
@@ -50,7 +74,10 @@ pub(crate) fn spec(s: t::EnvSpec, max_text: usize) -> Result<EnvSpec, String> {
     }
     if let Some(legend) = &s.symbol_legend {
         if legend.len() > MAX_LIST_LEN {
-            return Err(format!("spec has {} legend entries, over the cap of {MAX_LIST_LEN}", legend.len()));
+            return Err(format!(
+                "spec has {} legend entries, over the cap of {MAX_LIST_LEN}",
+                legend.len()
+            ));
         }
         for e in legend {
             cap("legend symbol", &e.symbol, MAX_SHORT_BYTES)?;
@@ -66,7 +93,14 @@ pub(crate) fn spec(s: t::EnvSpec, max_text: usize) -> Result<EnvSpec, String> {
         description: s.description,
         instruction: s.instruction,
         action_names: s.action_names,
-        symbol_legend: s.symbol_legend.map(|l| l.into_iter().map(|e| Symbol { symbol: e.symbol, meaning: e.meaning }).collect()),
+        symbol_legend: s.symbol_legend.map(|l| {
+            l.into_iter()
+                .map(|e| Symbol {
+                    symbol: e.symbol,
+                    meaning: e.meaning,
+                })
+                .collect()
+        }),
         max_episode_steps: s.max_episode_steps,
         reward_threshold: s.reward_threshold,
         default_config: s.default_config,
@@ -75,7 +109,10 @@ pub(crate) fn spec(s: t::EnvSpec, max_text: usize) -> Result<EnvSpec, String> {
 
 pub(crate) fn reset(r: t::ResetResult, max_text: usize) -> Result<ResetResult, String> {
     cap("observation", &r.observation, max_text)?;
-    Ok(ResetResult { observation: r.observation, info: metrics("reset info", r.info)? })
+    Ok(ResetResult {
+        observation: r.observation,
+        info: metrics("reset info", r.info)?,
+    })
 }
 
 pub(crate) fn step(r: t::StepResult, max_text: usize) -> Result<StepResult, String> {

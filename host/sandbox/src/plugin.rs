@@ -46,13 +46,23 @@ impl Plugin {
     /// Fuel per call: the sandbox's budget, lowered by the manifest if it asks for less.
     pub fn fuel_per_call(&self) -> u64 {
         let host = self.inner.sandbox.config().fuel_per_call;
-        self.inner.info.manifest.limits.fuel_per_call.map_or(host, |m| m.min(host))
+        self.inner
+            .info
+            .manifest
+            .limits
+            .fuel_per_call
+            .map_or(host, |m| m.min(host))
     }
 
     /// Memory cap: the sandbox's, lowered by the manifest if it asks for less.
     pub fn memory_bytes(&self) -> u64 {
         let host = self.inner.sandbox.config().memory_bytes;
-        self.inner.info.manifest.limits.memory_bytes.map_or(host, |m| m.min(host))
+        self.inner
+            .info
+            .manifest
+            .limits
+            .memory_bytes
+            .map_or(host, |m| m.min(host))
     }
 
     pub(crate) fn error(&self, kind: PluginErrorKind, message: impl Into<String>) -> PluginError {
@@ -66,7 +76,11 @@ impl Plugin {
 
     /// A fresh store: memory cap, no WASI capability, deterministic clocks/random unless both
     /// declared and granted, the http gate, captured stdio.
-    pub(crate) fn new_store(&self, grants: &Grants, denied_counter: Arc<AtomicU64>) -> Store<HostState> {
+    pub(crate) fn new_store(
+        &self,
+        grants: &Grants,
+        denied_counter: Arc<AtomicU64>,
+    ) -> Store<HostState> {
         let sb = self.inner.sandbox.config();
         let m = &self.inner.info.manifest;
         let limits = StoreLimitsBuilder::new()
@@ -82,10 +96,22 @@ impl Plugin {
             real_random: m.capabilities.random && grants.random,
             stdio_cap: sb.max_stdio_bytes,
         };
-        let declared: Vec<HostPort> = m.capabilities.http.iter().filter_map(|s| HostPort::parse(s).ok()).collect();
+        let declared: Vec<HostPort> = m
+            .capabilities
+            .http
+            .iter()
+            .filter_map(|s| HostPort::parse(s).ok())
+            .collect();
         let http = HttpGate {
             granter: CapabilityGranter::new(declared, grants.http.clone()),
-            transport: self.inner.sandbox.inner.transport.read().unwrap_or_else(|p| p.into_inner()).clone(),
+            transport: self
+                .inner
+                .sandbox
+                .inner
+                .transport
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
             denied: denied_counter,
             max_body_bytes: sb.max_output_bytes * 8,
         };
@@ -113,7 +139,9 @@ impl Plugin {
             return 0;
         }
         let left = store.get_fuel().unwrap_or(0);
-        self.fuel_per_call().saturating_mul(fuel_multiplier).saturating_sub(left)
+        self.fuel_per_call()
+            .saturating_mul(fuel_multiplier)
+            .saturating_sub(left)
     }
 
     /// Turn a wasmtime error from a call into a [`PluginError`].
@@ -121,25 +149,49 @@ impl Plugin {
         let full = format!("{err:#}");
         let first_line = |s: &str| s.lines().next().unwrap_or("").to_string();
         let (kind, message) = match err.downcast_ref::<Trap>() {
-            Some(Trap::OutOfFuel) => (PluginErrorKind::OutOfFuel, format!("used its budget of {} fuel units for one call", self.fuel_per_call())),
+            Some(Trap::OutOfFuel) => (
+                PluginErrorKind::OutOfFuel,
+                format!(
+                    "used its budget of {} fuel units for one call",
+                    self.fuel_per_call()
+                ),
+            ),
             Some(Trap::Interrupt) => (
                 PluginErrorKind::Deadline,
-                format!("a call ran longer than {:?}", self.inner.sandbox.config().call_deadline),
+                format!(
+                    "a call ran longer than {:?}",
+                    self.inner.sandbox.config().call_deadline
+                ),
             ),
-            Some(Trap::StackOverflow) => (PluginErrorKind::StackOverflow, "wasm call stack exhausted".to_string()),
+            Some(Trap::StackOverflow) => (
+                PluginErrorKind::StackOverflow,
+                "wasm call stack exhausted".to_string(),
+            ),
             Some(Trap::UnreachableCodeReached) => {
                 let tail = store.data().stderr_tail(2048);
-                let msg = if tail.is_empty() { "aborted (unreachable executed)".to_string() } else { tail };
+                let msg = if tail.is_empty() {
+                    "aborted (unreachable executed)".to_string()
+                } else {
+                    tail
+                };
                 (PluginErrorKind::Panic, msg)
             }
-            Some(Trap::MemoryOutOfBounds) => {
-                (PluginErrorKind::Trap, "out of bounds memory access (a bug, or a shadow-stack overflow)".to_string())
-            }
-            Some(trap) => (PluginErrorKind::Trap, trap.to_string()),
-            None if full.contains("forcing trap when growing memory") || full.contains("memory") && full.contains("limit") => (
-                PluginErrorKind::OutOfMemory,
-                format!("tried to grow linear memory beyond the cap of {} MiB", self.memory_bytes() >> 20),
+            Some(Trap::MemoryOutOfBounds) => (
+                PluginErrorKind::Trap,
+                "out of bounds memory access (a bug, or a shadow-stack overflow)".to_string(),
             ),
+            Some(trap) => (PluginErrorKind::Trap, trap.to_string()),
+            None if full.contains("forcing trap when growing memory")
+                || full.contains("memory") && full.contains("limit") =>
+            {
+                (
+                    PluginErrorKind::OutOfMemory,
+                    format!(
+                        "tried to grow linear memory beyond the cap of {} MiB",
+                        self.memory_bytes() >> 20
+                    ),
+                )
+            }
             None => (PluginErrorKind::Trap, first_line(&full)),
         };
         self.error(kind, message)

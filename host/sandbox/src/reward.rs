@@ -26,14 +26,23 @@ impl Plugin {
     /// [`PluginErrorKind::Instantiate`] if the plugin is an env plugin or fails to start.
     pub fn reward_function(&self) -> Result<RewardFunction, PluginError> {
         if !matches!(self.inner.pre, Pre::Reward(_)) {
-            return Err(self.error(PluginErrorKind::Instantiate, "is not a reward-function plugin"));
+            return Err(self.error(
+                PluginErrorKind::Instantiate,
+                "is not a reward-function plugin",
+            ));
         }
-        Ok(RewardFunction { plugin: self.clone(), live: None })
+        Ok(RewardFunction {
+            plugin: self.clone(),
+            live: None,
+        })
     }
 }
 
 fn metric(m: &ragen_gym_sdk::Metric) -> t::Metric {
-    t::Metric { name: m.name.clone(), value: m.value }
+    t::Metric {
+        name: m.name.clone(),
+        value: m.value,
+    }
 }
 
 impl RewardFunction {
@@ -42,10 +51,17 @@ impl RewardFunction {
     ///
     /// # Errors
     /// [`PluginError`] on traps, non-finite totals/components, or oversize names.
-    pub fn score(&mut self, traj: &Trajectory) -> Result<Result<RewardBreakdown, String>, PluginError> {
+    pub fn score(
+        &mut self,
+        traj: &Trajectory,
+    ) -> Result<Result<RewardBreakdown, String>, PluginError> {
         if self.live.is_none() {
-            let Pre::Reward(pre) = &self.plugin.inner.pre else { unreachable!("checked in reward_function") };
-            let mut store = self.plugin.new_store(&Grants::default(), Arc::new(AtomicU64::new(0)));
+            let Pre::Reward(pre) = &self.plugin.inner.pre else {
+                unreachable!("checked in reward_function")
+            };
+            let mut store = self
+                .plugin
+                .new_store(&Grants::default(), Arc::new(AtomicU64::new(0)));
             self.plugin.arm(&mut store, 4);
             let b = pre.instantiate(&mut store).map_err(|e| {
                 let mut err = self.plugin.classify(&e, &store);
@@ -94,14 +110,30 @@ impl RewardFunction {
                     return Err(bad(format!("total is {}, not a finite number", rb.total)));
                 }
                 let mut components = Vec::with_capacity(rb.components.len());
-                for c in rb.components.into_iter().take(crate::output::MAX_METRICS + 1) {
-                    if c.name.len() > crate::output::MAX_METRIC_NAME_BYTES || !c.value.is_finite() || components.len() == crate::output::MAX_METRICS {
+                for c in rb
+                    .components
+                    .into_iter()
+                    .take(crate::output::MAX_METRICS + 1)
+                {
+                    if c.name.len() > crate::output::MAX_METRIC_NAME_BYTES
+                        || !c.value.is_finite()
+                        || components.len() == crate::output::MAX_METRICS
+                    {
                         self.live = None;
-                        return Err(bad(format!("component `{}` is invalid (name cap, count cap or non-finite value)", c.name.chars().take(64).collect::<String>())));
+                        return Err(bad(format!(
+                            "component `{}` is invalid (name cap, count cap or non-finite value)",
+                            c.name.chars().take(64).collect::<String>()
+                        )));
                     }
-                    components.push(ragen_gym_sdk::Metric { name: c.name, value: c.value });
+                    components.push(ragen_gym_sdk::Metric {
+                        name: c.name,
+                        value: c.value,
+                    });
                 }
-                Ok(Ok(RewardBreakdown { total: rb.total, components }))
+                Ok(Ok(RewardBreakdown {
+                    total: rb.total,
+                    components,
+                }))
             }
         }
     }

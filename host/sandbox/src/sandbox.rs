@@ -51,7 +51,9 @@ impl Sandbox {
     /// [`LoadError::Engine`] when wasmtime rejects the configuration (e.g. the pooling allocator
     /// cannot reserve its address space).
     pub fn new(config: SandboxConfig) -> Result<Self, LoadError> {
-        let engine_err = |e: wasmtime::Error| LoadError::Engine { reason: format!("{e:#}") };
+        let engine_err = |e: wasmtime::Error| LoadError::Engine {
+            reason: format!("{e:#}"),
+        };
         let mut pool = PoolingAllocationConfig::new();
         let n = config.max_instances.max(1);
         pool.total_component_instances(n)
@@ -59,7 +61,11 @@ impl Sandbox {
             .total_memories(n * 2)
             .total_tables(n * 8)
             .total_stacks(n)
-            .max_memory_size(usize::try_from(config.memory_bytes).unwrap_or(usize::MAX).max(1 << 20))
+            .max_memory_size(
+                usize::try_from(config.memory_bytes)
+                    .unwrap_or(usize::MAX)
+                    .max(1 << 20),
+            )
             .max_core_instances_per_component(64)
             .max_memories_per_component(4)
             .max_tables_per_component(32)
@@ -75,10 +81,15 @@ impl Sandbox {
 
         let mut env_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut env_linker).map_err(engine_err)?;
-        envb::EnvPlugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut env_linker, |s| s).map_err(engine_err)?;
+        envb::EnvPlugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut env_linker, |s| s)
+            .map_err(engine_err)?;
         let mut reward_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut reward_linker).map_err(engine_err)?;
-        rewb::RewardPlugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut reward_linker, |s| s).map_err(engine_err)?;
+        rewb::RewardPlugin::add_to_linker::<HostState, HasSelf<HostState>>(
+            &mut reward_linker,
+            |s| s,
+        )
+        .map_err(engine_err)?;
 
         let stop_ticker = Arc::new(AtomicBool::new(false));
         {
@@ -92,7 +103,9 @@ impl Sandbox {
                         engine.increment_epoch();
                     }
                 })
-                .map_err(|e| LoadError::Engine { reason: format!("failed to start the epoch ticker: {e}") })?;
+                .map_err(|e| LoadError::Engine {
+                    reason: format!("failed to start the epoch ticker: {e}"),
+                })?;
         }
         let cache = CompileCache::new(&engine, config.cache_dir.clone());
         Ok(Self {
@@ -116,7 +129,11 @@ impl Sandbox {
     /// Plug in the transport that performs HTTP requests that pass the capability gate. Envs
     /// created afterwards use it.
     pub fn set_http_transport(&self, transport: Arc<dyn HttpTransport>) {
-        *self.inner.transport.write().unwrap_or_else(|p| p.into_inner()) = Some(transport);
+        *self
+            .inner
+            .transport
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(transport);
     }
 
     /// Load a plugin from a `.wasm` component file.
@@ -124,7 +141,10 @@ impl Sandbox {
     /// # Errors
     /// See [`Sandbox::load_bytes`]; plus [`LoadError::Io`].
     pub fn load_file(&self, path: &Path) -> Result<Plugin, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         self.load_bytes(&path.display().to_string(), &bytes)
     }
 
@@ -147,14 +167,31 @@ impl Sandbox {
             .map_err(|e| compile_err(format!("{e:#}")))?;
         let pre = match info.manifest.kind {
             PluginKind::Environment => {
-                let ip = self.inner.env_linker.instantiate_pre(&component).map_err(|e| compile_err(format!("{e:#}")))?;
+                let ip = self
+                    .inner
+                    .env_linker
+                    .instantiate_pre(&component)
+                    .map_err(|e| compile_err(format!("{e:#}")))?;
                 Pre::Env(envb::EnvPluginPre::new(ip).map_err(|e| compile_err(format!("{e:#}")))?)
             }
             PluginKind::RewardFunction => {
-                let ip = self.inner.reward_linker.instantiate_pre(&component).map_err(|e| compile_err(format!("{e:#}")))?;
-                Pre::Reward(rewb::RewardPluginPre::new(ip).map_err(|e| compile_err(format!("{e:#}")))?)
+                let ip = self
+                    .inner
+                    .reward_linker
+                    .instantiate_pre(&component)
+                    .map_err(|e| compile_err(format!("{e:#}")))?;
+                Pre::Reward(
+                    rewb::RewardPluginPre::new(ip).map_err(|e| compile_err(format!("{e:#}")))?,
+                )
             }
         };
-        Ok(Plugin { inner: Arc::new(PluginInner { sandbox: self.clone(), info, pre, specs: Default::default() }) })
+        Ok(Plugin {
+            inner: Arc::new(PluginInner {
+                sandbox: self.clone(),
+                info,
+                pre,
+                specs: Default::default(),
+            }),
+        })
     }
 }

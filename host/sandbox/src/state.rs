@@ -92,7 +92,12 @@ pub(crate) struct WasiSetup {
 }
 
 impl HostState {
-    pub(crate) fn new(plugin_id: &str, limits: StoreLimits, setup: &WasiSetup, http: Option<HttpGate>) -> Self {
+    pub(crate) fn new(
+        plugin_id: &str,
+        limits: StoreLimits,
+        setup: &WasiSetup,
+        http: Option<HttpGate>,
+    ) -> Self {
         let stdout = MemoryOutputPipe::new(setup.stdio_cap);
         let stderr = MemoryOutputPipe::new(setup.stdio_cap);
         // No preopens, env vars, args or network: WasiCtxBuilder grants none by default.
@@ -100,7 +105,9 @@ impl HostState {
         b.stdout(stdout.clone()).stderr(stderr.clone());
         let rng = (!setup.real_random).then(|| SeededRng(Arc::new(Mutex::new(0))));
         if let Some(rng) = &rng {
-            b.secure_random(rng.clone()).insecure_random(rng.clone()).insecure_random_seed(0);
+            b.secure_random(rng.clone())
+                .insecure_random(rng.clone())
+                .insecure_random_seed(0);
         }
         let clock = (!setup.real_clock).then(|| StepClock(Arc::new(AtomicU64::new(0))));
         if let Some(clock) = &clock {
@@ -165,7 +172,10 @@ impl HostState {
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -207,13 +217,24 @@ impl envb::ragen::gym::http::Host for HostState {
         request: envb::ragen::gym::http::Request,
     ) -> Result<envb::ragen::gym::http::Response, envb::ragen::gym::http::HttpError> {
         use envb::ragen::gym::http::{HttpError as G, Response};
-        let req = HttpRequest { method: request.method, url: request.url, headers: request.headers, body: request.body };
+        let req = HttpRequest {
+            method: request.method,
+            url: request.url,
+            headers: request.headers,
+            body: request.body,
+        };
         let result = match &self.http {
             Some(gate) => gate.fetch(req),
-            None => Err(HttpError::Denied("this plugin has no http capability".into())),
+            None => Err(HttpError::Denied(
+                "this plugin has no http capability".into(),
+            )),
         };
         match result {
-            Ok(r) => Ok(Response { status: r.status, headers: r.headers, body: r.body }),
+            Ok(r) => Ok(Response {
+                status: r.status,
+                headers: r.headers,
+                body: r.body,
+            }),
             Err(HttpError::Denied(m)) => Err(G::Denied(m)),
             Err(HttpError::InvalidRequest(m)) => Err(G::InvalidRequest(m)),
             Err(HttpError::Timeout) => Err(G::Timeout),

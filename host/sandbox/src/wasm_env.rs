@@ -86,7 +86,9 @@ impl Plugin {
     /// a bad spec; [`WasmEnvError::Env`] if it rejects the config.
     pub fn new_env(&self, config: &str, grants: Grants) -> Result<WasmEnv, WasmEnvError> {
         if !matches!(self.inner.pre, Pre::Env(_)) {
-            return Err(self.error(PluginErrorKind::Instantiate, "is not an environment plugin").into());
+            return Err(self
+                .error(PluginErrorKind::Instantiate, "is not an environment plugin")
+                .into());
         }
         let http_denied = Arc::new(AtomicU64::new(0));
         let mut env = WasmEnv {
@@ -110,19 +112,38 @@ impl Plugin {
             http_denied,
         };
         env.instantiate()?;
-        let cached = self.inner.specs.lock().unwrap_or_else(|p| p.into_inner()).get(config).cloned();
+        let cached = self
+            .inner
+            .specs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(config)
+            .cloned();
         if let Some(spec) = cached {
             env.spec = spec;
             return Ok(env);
         }
         let cfg = env.config.clone();
         let max = self.inner.sandbox.config().max_output_bytes;
-        let spec = env.call(|live| live.bindings.ragen_gym_environment().call_spec(&mut live.store, &cfg))?;
+        let spec = env.call(|live| {
+            live.bindings
+                .ragen_gym_environment()
+                .call_spec(&mut live.store, &cfg)
+        })?;
         match spec {
             Ok(s) => env.spec = output::spec(s, max).map_err(|m| env.bad_output(m))?,
-            Err(e) => return Err(WasmEnvError::Env { env_id: env.spec.id.clone(), source: output::env_error(e, max) }),
+            Err(e) => {
+                return Err(WasmEnvError::Env {
+                    env_id: env.spec.id.clone(),
+                    source: output::env_error(e, max),
+                });
+            }
         }
-        self.inner.specs.lock().unwrap_or_else(|p| p.into_inner()).insert(config.to_string(), env.spec.clone());
+        self.inner
+            .specs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(config.to_string(), env.spec.clone());
         Ok(env)
     }
 }
@@ -145,14 +166,21 @@ impl WasmEnv {
 
     /// Captured guest stderr of the current instance (up to `max` trailing bytes).
     pub fn stderr_tail(&self, max: usize) -> String {
-        self.live.as_ref().map(|l| l.store.data().stderr_tail(max)).unwrap_or_default()
+        self.live
+            .as_ref()
+            .map(|l| l.store.data().stderr_tail(max))
+            .unwrap_or_default()
     }
 
     fn instantiate(&mut self) -> Result<(), PluginError> {
         let Pre::Env(pre) = &self.plugin.inner.pre else {
-            return Err(self.plugin.error(PluginErrorKind::Instantiate, "is not an environment plugin"));
+            return Err(self
+                .plugin
+                .error(PluginErrorKind::Instantiate, "is not an environment plugin"));
         };
-        let mut store = self.plugin.new_store(&self.grants, self.http_denied.clone());
+        let mut store = self
+            .plugin
+            .new_store(&self.grants, self.http_denied.clone());
         self.plugin.arm(&mut store, INSTANTIATE_FUEL_CALLS);
         self.stats.instances += 1;
         let bindings = match pre.instantiate(&mut store) {
@@ -166,7 +194,11 @@ impl WasmEnv {
                 return Err(err);
             }
         };
-        let env = match bindings.ragen_gym_environment().env().call_constructor(&mut store, &self.config) {
+        let env = match bindings
+            .ragen_gym_environment()
+            .env()
+            .call_constructor(&mut store, &self.config)
+        {
             Ok(r) => r,
             Err(e) => {
                 self.stats.plugin_errors += 1;
@@ -174,14 +206,23 @@ impl WasmEnv {
             }
         };
         self.stats.fuel_used += self.plugin.fuel_used(&store, INSTANTIATE_FUEL_CALLS);
-        self.live = Some(Live { store, bindings, env });
+        self.live = Some(Live {
+            store,
+            bindings,
+            env,
+        });
         Ok(())
     }
 
     /// Run one call under the per-call budgets; on error discard the instance.
-    fn call<R>(&mut self, f: impl FnOnce(&mut Live) -> wasmtime::Result<R>) -> Result<R, PluginError> {
+    fn call<R>(
+        &mut self,
+        f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
         let Some(live) = self.live.as_mut() else {
-            return Err(self.plugin.error(PluginErrorKind::Instantiate, "no live instance"));
+            return Err(self
+                .plugin
+                .error(PluginErrorKind::Instantiate, "no live instance"));
         };
         self.plugin.arm(&mut live.store, 1);
         let result = f(live);
@@ -222,7 +263,12 @@ impl WasmEnv {
         if let Some(live) = self.live.as_mut() {
             live.store.data_mut().reseed(seed);
         }
-        let r = self.call(|l| l.bindings.ragen_gym_environment().env().call_reset(&mut l.store, l.env, seed))?;
+        let r = self.call(|l| {
+            l.bindings
+                .ragen_gym_environment()
+                .env()
+                .call_reset(&mut l.store, l.env, seed)
+        })?;
         let max = self.plugin.sandbox().config().max_output_bytes;
         match r {
             Ok(r) => {
@@ -230,7 +276,10 @@ impl WasmEnv {
                 self.ready = true;
                 Ok(r)
             }
-            Err(e) => Err(WasmEnvError::Env { env_id: self.spec.id.clone(), source: output::env_error(e, max) }),
+            Err(e) => Err(WasmEnvError::Env {
+                env_id: self.spec.id.clone(),
+                source: output::env_error(e, max),
+            }),
         }
     }
 
@@ -242,14 +291,24 @@ impl WasmEnv {
         if self.live.is_none() || !self.ready {
             return Err(WasmEnvError::Env {
                 env_id: self.spec.id.clone(),
-                source: EnvError::NotReady("call reset first (the instance is new or was discarded after an error)".into()),
+                source: EnvError::NotReady(
+                    "call reset first (the instance is new or was discarded after an error)".into(),
+                ),
             });
         }
-        let r = self.call(|l| l.bindings.ragen_gym_environment().env().call_step(&mut l.store, l.env, action))?;
+        let r = self.call(|l| {
+            l.bindings
+                .ragen_gym_environment()
+                .env()
+                .call_step(&mut l.store, l.env, action)
+        })?;
         let max = self.plugin.sandbox().config().max_output_bytes;
         match r {
             Ok(r) => output::step(r, max).map_err(|m| self.bad_output(m).into()),
-            Err(e) => Err(WasmEnvError::Env { env_id: self.spec.id.clone(), source: output::env_error(e, max) }),
+            Err(e) => Err(WasmEnvError::Env {
+                env_id: self.spec.id.clone(),
+                source: output::env_error(e, max),
+            }),
         }
     }
 }

@@ -26,7 +26,11 @@ pub struct EnvsArgs {
 /// Steps/s of a random-action loop (only `step` calls are timed; episodes that end are reset
 /// untimed) and the mean `reset` time in µs.
 fn steps_per_second(env: &mut dyn Env, steps: u64) -> anyhow::Result<(f64, f64)> {
-    let names = env.spec().action_names.clone().unwrap_or_else(|| vec!["noop".into()]);
+    let names = env
+        .spec()
+        .action_names
+        .clone()
+        .unwrap_or_else(|| vec!["noop".into()]);
     let mut rng = 1u64;
     let mut seed = 0u64;
     env.reset(seed)?;
@@ -44,7 +48,10 @@ fn steps_per_second(env: &mut dyn Env, steps: u64) -> anyhow::Result<(f64, f64)>
             resets += 1;
         }
     }
-    Ok((steps as f64 / step_time.as_secs_f64(), reset_time.as_secs_f64() * 1e6 / f64::from(resets.max(1))))
+    Ok((
+        steps as f64 / step_time.as_secs_f64(),
+        reset_time.as_secs_f64() * 1e6 / f64::from(resets.max(1)),
+    ))
 }
 
 /// Mean µs to make a fresh env (new instance) and reset it.
@@ -70,14 +77,33 @@ fn native(name: &str) -> anyhow::Result<Box<dyn Env>> {
 
 /// Run `bench envs`.
 pub fn run(args: EnvsArgs) -> anyhow::Result<ExitCode> {
-    let base = SandboxConfig { cache_dir: None, max_instances: 64, ..SandboxConfig::default() };
-    let fuel_on = Sandbox::new(SandboxConfig { fuel: true, ..base.clone() })?;
-    let fuel_off = Sandbox::new(SandboxConfig { fuel: false, ..base })?;
+    let base = SandboxConfig {
+        cache_dir: None,
+        max_instances: 64,
+        ..SandboxConfig::default()
+    };
+    let fuel_on = Sandbox::new(SandboxConfig {
+        fuel: true,
+        ..base.clone()
+    })?;
+    let fuel_off = Sandbox::new(SandboxConfig {
+        fuel: false,
+        ..base
+    })?;
     let mut rows = Vec::new();
     if !args.json {
         println!(
             "{:<11} {:>10} {:>11} {:>11} {:>7} {:>7} {:>9} {:>10} {:>11} {:>11}",
-            "env", "native/s", "wasm fuel/s", "nofuel/s", "x fuel", "x nofl", "step fuel", "reset n/w", "fresh fuel", "fresh nofl"
+            "env",
+            "native/s",
+            "wasm fuel/s",
+            "nofuel/s",
+            "x fuel",
+            "x nofl",
+            "step fuel",
+            "reset n/w",
+            "fresh fuel",
+            "fresh nofl"
         );
     }
     for name in ["bandit", "sokoban", "frozenlake"] {
@@ -85,8 +111,10 @@ pub fn run(args: EnvsArgs) -> anyhow::Result<ExitCode> {
         let p_on = fuel_on.load_bytes(&label, &bytes)?;
         let p_off = fuel_off.load_bytes(&label, &bytes)?;
         let (native_sps, native_reset) = steps_per_second(native(name)?.as_mut(), args.steps)?;
-        let (on_sps, on_reset) = steps_per_second(&mut p_on.new_env("", Grants::default())?, args.steps)?;
-        let (off_sps, _) = steps_per_second(&mut p_off.new_env("", Grants::default())?, args.steps)?;
+        let (on_sps, on_reset) =
+            steps_per_second(&mut p_on.new_env("", Grants::default())?, args.steps)?;
+        let (off_sps, _) =
+            steps_per_second(&mut p_off.new_env("", Grants::default())?, args.steps)?;
         let fresh_on = fresh_instance_us(&p_on, args.instances)?;
         let fresh_off = fresh_instance_us(&p_off, args.instances)?;
         let row = serde_json::json!({
@@ -121,9 +149,16 @@ pub fn run(args: EnvsArgs) -> anyhow::Result<ExitCode> {
         rows.push(row);
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "steps": args.steps, "instances": args.instances, "envs": rows }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "steps": args.steps, "instances": args.instances, "envs": rows })
+            )?
+        );
     } else {
-        println!("(steps/s time step calls only; x = native/sandbox slowdown; reset n/w = native/wasm reset µs; fresh = new instance + constructor + reset)");
+        println!(
+            "(steps/s time step calls only; x = native/sandbox slowdown; reset n/w = native/wasm reset µs; fresh = new instance + constructor + reset)"
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -25,7 +25,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plugin = load(&args.plugin, &args.sandbox)?;
     let grants = args.sandbox.grants()?;
     let report = ragen_gym_sandbox::check_env(|| {
-        plugin.new_env(&args.config, grants.clone()).map(|e| Box::new(e) as Box<dyn Env>).map_err(|e| e.to_string())
+        plugin
+            .new_env(&args.config, grants.clone())
+            .map(|e| Box::new(e) as Box<dyn Env>)
+            .map_err(|e| e.to_string())
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -36,7 +39,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         for f in &report.failures {
             println!("FAIL  {f}");
         }
-        println!("{}: {}", report.env_id, if report.ok { "all checks passed" } else { "checks failed" });
+        println!(
+            "{}: {}",
+            report.env_id,
+            if report.ok {
+                "all checks passed"
+            } else {
+                "checks failed"
+            }
+        );
     }
-    Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -18,7 +18,8 @@ pub struct Args {
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (name, bytes) = read_plugin(&args.plugin)?;
-    let info = ragen_gym_sandbox::inspect_bytes(&name, &bytes).with_context(|| format!("failed to inspect {name}"))?;
+    let info = ragen_gym_sandbox::inspect_bytes(&name, &bytes)
+        .with_context(|| format!("failed to inspect {name}"))?;
     let m = &info.manifest;
     if args.json {
         let v = serde_json::json!({
@@ -38,13 +39,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         println!("id:                {}", m.id);
         println!("version:           {}", m.version);
-        println!("kind:              {}", serde_json::to_value(m.kind)?.as_str().unwrap_or("?"));
-        println!("interface version: {} (host supports {})", m.interface_version, ragen_gym_sandbox::manifest::SUPPORTED_INTERFACE);
+        println!(
+            "kind:              {}",
+            serde_json::to_value(m.kind)?.as_str().unwrap_or("?")
+        );
+        println!(
+            "interface version: {} (host supports {})",
+            m.interface_version,
+            ragen_gym_sandbox::manifest::SUPPORTED_INTERFACE
+        );
         println!("description:       {}", m.description);
         println!("sha256:            {}", info.sha256);
         println!("size:              {} bytes", info.size_bytes);
-        let http = if m.capabilities.http.is_empty() { "none".to_string() } else { m.capabilities.http.join(", ") };
-        println!("capabilities:      http: {http}; clock: {}; random: {}", m.capabilities.clock, m.capabilities.random);
+        let http = if m.capabilities.http.is_empty() {
+            "none".to_string()
+        } else {
+            m.capabilities.http.join(", ")
+        };
+        println!(
+            "capabilities:      http: {http}; clock: {}; random: {}",
+            m.capabilities.clock, m.capabilities.random
+        );
         println!("imports:           {}", info.imports.join(", "));
         println!("exports:           {}", info.exports.join(", "));
     }

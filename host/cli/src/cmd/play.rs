@@ -27,9 +27,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plugin = load(&args.env, &args.sandbox)?;
     let mut env = plugin.new_env(&args.config, args.sandbox.grants()?)?;
     let spec = env.spec().clone();
-    println!("{} {}: {}\n\n{}", spec.id, spec.version, spec.description, spec.instruction);
+    println!(
+        "{} {}: {}\n\n{}",
+        spec.id, spec.version, spec.description, spec.instruction
+    );
     if let Some(legend) = &spec.symbol_legend {
-        let parts: Vec<String> = legend.iter().map(|s| format!("{} {}", s.symbol, s.meaning)).collect();
+        let parts: Vec<String> = legend
+            .iter()
+            .map(|s| format!("{} {}", s.symbol, s.meaning))
+            .collect();
         println!("symbols: {}", parts.join(", "));
     }
     if let Some(names) = &spec.action_names {
@@ -55,7 +61,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let action = spec
             .action_names
             .as_ref()
-            .and_then(|names| names.iter().find(|n| n.eq_ignore_ascii_case(input)).cloned())
+            .and_then(|names| {
+                names
+                    .iter()
+                    .find(|n| n.eq_ignore_ascii_case(input))
+                    .cloned()
+            })
             .unwrap_or_else(|| input.to_string());
         let r = env.step(&action)?;
         steps += 1;
@@ -63,7 +74,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("\n{}", r.observation);
         println!(
             "reward {:+.2} (return {:+.2}), valid {}, effective {}, step {}/{}",
-            r.reward, total, r.action_is_valid, r.action_is_effective, steps, spec.max_episode_steps
+            r.reward,
+            total,
+            r.action_is_valid,
+            r.action_is_effective,
+            steps,
+            spec.max_episode_steps
         );
         if r.terminated || r.truncated || steps >= spec.max_episode_steps {
             let why = if r.success {

@@ -40,7 +40,10 @@ impl SandboxArgs {
             .iter()
             .map(|s| HostPort::parse(s).map_err(|e| anyhow::anyhow!("--allow-host: {e}")))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        Ok(Grants { http, ..Grants::default() })
+        Ok(Grants {
+            http,
+            ..Grants::default()
+        })
     }
 }
 
@@ -52,18 +55,24 @@ pub fn read_plugin(spec: &str) -> anyhow::Result<(String, Vec<u8>)> {
     }
     let path = Path::new(spec);
     if path.exists() {
-        let bytes = std::fs::read(path).with_context(|| format!("failed to read plugin file {}", path.display()))?;
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("failed to read plugin file {}", path.display()))?;
         return Ok((path.display().to_string(), bytes));
     }
     let names: Vec<&str> = ragen_gym_builtins::names().collect();
-    anyhow::bail!("plugin `{spec}` is neither a file nor a built-in (built-ins: {})", names.join(", "))
+    anyhow::bail!(
+        "plugin `{spec}` is neither a file nor a built-in (built-ins: {})",
+        names.join(", ")
+    )
 }
 
 /// Load a plugin into a new sandbox.
 pub fn load(spec: &str, args: &SandboxArgs) -> anyhow::Result<Plugin> {
     let (name, bytes) = read_plugin(spec)?;
     let sandbox = Sandbox::new(args.config()).context("failed to set up the sandbox")?;
-    sandbox.load_bytes(&name, &bytes).with_context(|| format!("failed to load plugin {name}"))
+    sandbox
+        .load_bytes(&name, &bytes)
+        .with_context(|| format!("failed to load plugin {name}"))
 }
 
 /// splitmix64: the CLI's seeded action sampler (no extra dependency).
