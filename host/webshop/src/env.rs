@@ -334,12 +334,11 @@ impl ShopEnv {
             } else if name == "click"
                 && arg != "search"
                 && self.available_actions().clickables.contains(&arg)
+                && let Some(b) = self.click(&arg)
             {
-                if let Some(b) = self.click(&arg) {
-                    reward_out = b.reward;
-                    done = true;
-                    info = Some(b);
-                }
+                reward_out = b.reward;
+                done = true;
+                info = Some(b);
             }
         }
         StepOutcome {
