@@ -16,10 +16,10 @@ pub enum WebshopCommand {
 /// Arguments of `webshop serve`.
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// Port to listen on (loopback only); 0 picks a free port.
+    /// Port to listen on; 0 picks a free port.
     #[arg(long, default_value_t = 3000)]
     pub port: u16,
-    /// Address to bind.
+    /// Address to bind (loopback by default; the server has no authentication).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
     /// Catalog JSON (products + goals) to serve instead of the shipped one.
