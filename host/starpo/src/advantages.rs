@@ -11,10 +11,24 @@ use crate::stats::{mean, std_unbiased};
 /// they are 0 outside assistant tokens). Returns `(advantages, returns)` with
 /// `returns = advantages + values`. With `gamma = lam = 1` and one reward `R` on the last
 /// position this is `A_t = R - V_t`.
-pub fn gae(rewards: &[f32], values: &[f32], mask: &[f32], gamma: f32, lam: f32) -> (Vec<f32>, Vec<f32>) {
+pub fn gae(
+    rewards: &[f32],
+    values: &[f32],
+    mask: &[f32],
+    gamma: f32,
+    lam: f32,
+) -> (Vec<f32>, Vec<f32>) {
     let n = rewards.len();
-    assert_eq!(values.len(), n, "values and rewards have one entry per response position");
-    assert_eq!(mask.len(), n, "mask and rewards have one entry per response position");
+    assert_eq!(
+        values.len(),
+        n,
+        "values and rewards have one entry per response position"
+    );
+    assert_eq!(
+        mask.len(),
+        n,
+        "mask and rewards have one entry per response position"
+    );
     let v: Vec<f32> = values.iter().zip(mask).map(|(v, m)| v * m).collect();
     let mut adv = vec![0.0f32; n];
     let mut last = 0.0f32;
@@ -66,13 +80,23 @@ pub fn masked_whiten(advs: &mut [Vec<f32>], masks: &[Vec<f32>]) {
 /// `std_g = 1` for a group of one), or `R - mean_g` when `norm_by_std` is false. The result is
 /// broadcast over the trajectory's mask by the caller. `eps` is 1e-6 in verl.
 pub fn grpo_outcome(scores: &[f64], groups: &[usize], norm_by_std: bool, eps: f64) -> Vec<f64> {
-    let stats = group_map(scores, groups, |g| if g.len() == 1 { (0.0, 1.0) } else { (mean(g), std_unbiased(g)) });
+    let stats = group_map(scores, groups, |g| {
+        if g.len() == 1 {
+            (0.0, 1.0)
+        } else {
+            (mean(g), std_unbiased(g))
+        }
+    });
     scores
         .iter()
         .zip(groups)
         .map(|(s, g)| {
             let (m, sd) = stats[g];
-            if norm_by_std { (s - m) / (sd + eps) } else { s - m }
+            if norm_by_std {
+                (s - m) / (sd + eps)
+            } else {
+                s - m
+            }
         })
         .collect()
 }
@@ -89,7 +113,11 @@ pub fn normalize_scores(scores: &[f64], groups: &[usize], method: NormMethod) ->
         .zip(groups)
         .map(|(x, g)| {
             let (m, sd) = stats[g];
-            let z = if sd <= 1e-6 { 0.0 } else { (x - m) / (sd + 1e-6) };
+            let z = if sd <= 1e-6 {
+                0.0
+            } else {
+                (x - m) / (sd + 1e-6)
+            };
             match method {
                 NormMethod::Identity => *x,
                 NormMethod::Mean => x - m,
@@ -186,7 +214,10 @@ mod tests {
         let sd = 2f64.sqrt();
         assert!((z[0] + 1.0 / (sd + 1e-6)).abs() < 1e-12);
         assert_eq!(z[2], 0.0);
-        assert_eq!(normalize_scores(&s, &g, NormMethod::Mean), vec![-1.0, 1.0, 0.0, 0.0]);
+        assert_eq!(
+            normalize_scores(&s, &g, NormMethod::Mean),
+            vec![-1.0, 1.0, 0.0, 0.0]
+        );
         let big = normalize_scores(&[0.0, 0.0, 0.0, 100.0], &[0; 4], NormMethod::AsymClip);
         // mean 25, std 50: (100-25)/50 = 1.5 (kept), (0-25)/50 = -0.5
         assert!((big[3] - 1.5).abs() < 1e-6 && (big[0] + 0.5).abs() < 1e-6);

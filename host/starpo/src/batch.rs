@@ -59,7 +59,9 @@ impl Tokenize for CharTokenizer {
         Ok(Self::encode_text(&chatml_segment(message)))
     }
     fn encode_assistant_prefix(&self, forced: &str) -> Result<Vec<u32>, String> {
-        Ok(Self::encode_text(&format!("<|im_start|>assistant\n{forced}")))
+        Ok(Self::encode_text(&format!(
+            "<|im_start|>assistant\n{forced}"
+        )))
     }
 }
 
@@ -119,7 +121,10 @@ pub fn build_sample(
     if l < 2 {
         return Ok(None);
     }
-    let loss_mask: Vec<f32> = assistant[..l - 1].iter().map(|a| if *a { 1.0 } else { 0.0 }).collect();
+    let loss_mask: Vec<f32> = assistant[..l - 1]
+        .iter()
+        .map(|a| if *a { 1.0 } else { 0.0 })
+        .collect();
     let mut token_rewards = vec![0.0f32; l - 1];
     if use_turn_scores {
         let mut turn_sum = 0.0;
@@ -131,7 +136,13 @@ pub fn build_sample(
     } else {
         token_rewards[l - 2] = score as f32;
     }
-    Ok(Some(Sample { input_ids: ids, loss_mask, token_rewards, group: traj.group, index }))
+    Ok(Some(Sample {
+        input_ids: ids,
+        loss_mask,
+        token_rewards,
+        group: traj.group,
+        index,
+    }))
 }
 
 #[cfg(test)]
@@ -145,7 +156,9 @@ mod tests {
         let msgs = training_messages(&prompt(), &turn_views(t));
         (
             msgs.iter().map(|m| m.role == Role::Assistant).collect(),
-            msgs.iter().map(|m| CHAR_TOK.encode_message(m).unwrap().len()).collect(),
+            msgs.iter()
+                .map(|m| CHAR_TOK.encode_message(m).unwrap().len())
+                .collect(),
         )
     }
 
@@ -196,7 +209,9 @@ mod tests {
     #[test]
     fn mask_covers_assistant_targets_shifted_by_one() {
         let t = traj(vec![turn("ab", 1.0), turn("c", 2.0)]);
-        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), false).unwrap().unwrap();
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), false)
+            .unwrap()
+            .unwrap();
         let (flags, lens) = seg_lens(&t);
         // segments: system, user, assistant(ab), user, assistant(c)
         assert_eq!(flags, vec![false, false, true, false, true]);
@@ -224,7 +239,9 @@ mod tests {
     #[test]
     fn turn_scores_go_on_each_turn_end() {
         let t = traj(vec![turn("ab", 1.0), turn("c", 2.0)]);
-        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), true).unwrap().unwrap();
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), true)
+            .unwrap()
+            .unwrap();
         let (_, lens) = seg_lens(&t);
         let end0 = lens[0] + lens[1] + lens[2];
         let l = s.input_ids.len();
@@ -238,6 +255,10 @@ mod tests {
     #[test]
     fn empty_trajectory_has_no_sample() {
         let t = traj(vec![]);
-        assert!(build_sample(&CHAR_TOK, &prompt(), &t, 0, 0.0, false).unwrap().is_none());
+        assert!(
+            build_sample(&CHAR_TOK, &prompt(), &t, 0, 0.0, false)
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -19,7 +19,9 @@ pub fn env_preset(name: &str) -> Option<&'static str> {
     match name {
         "bandit" => Some(include_str!("../../../configs/bandit.toml")),
         "sokoban" => Some(include_str!("../../../configs/sokoban.toml")),
-        "frozen-lake" | "frozenlake" | "frozen_lake" => Some(include_str!("../../../configs/frozenlake.toml")),
+        "frozen-lake" | "frozenlake" | "frozen_lake" => {
+            Some(include_str!("../../../configs/frozenlake.toml"))
+        }
         _ => None,
     }
 }
@@ -69,7 +71,10 @@ pub enum ConfigError {
 /// The full configuration (sections mirror `configs/default.toml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct Config {
     pub trainer: TrainerConfig,
     pub seed: SeedConfig,
@@ -86,7 +91,10 @@ pub struct Config {
 /// `[trainer]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct TrainerConfig {
     pub total_training_steps: u32,
     pub test_freq: u32,
@@ -100,7 +108,10 @@ pub struct TrainerConfig {
 /// `[seed]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct SeedConfig {
     pub train: u64,
     pub val: u64,
@@ -110,7 +121,10 @@ pub struct SeedConfig {
 /// `[es_manager]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct EsManagerConfig {
     pub format_penalty: f64,
     pub train: GroupsConfig,
@@ -120,7 +134,10 @@ pub struct EsManagerConfig {
 /// `[es_manager.train]` / `[es_manager.val]`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct GroupsConfig {
     pub env_groups: usize,
     pub group_size: usize,
@@ -129,7 +146,10 @@ pub struct GroupsConfig {
 /// `[agent_proxy]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct AgentProxyConfig {
     pub max_turn: usize,
     pub max_actions_per_turn: usize,
@@ -145,7 +165,10 @@ pub struct AgentProxyConfig {
 /// `[agent_proxy.reward_normalization]` (spec §4.4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct RewardNormalization {
     pub grouping: NormGrouping,
     pub method: NormMethod,
@@ -180,7 +203,10 @@ pub enum NormMethod {
 /// `[rollout]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct RolloutConfig {
     pub temperature: f64,
     pub val_temperature: f64,
@@ -219,7 +245,10 @@ pub enum FilterStrategy {
 /// `[algorithm]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct AlgorithmConfig {
     pub adv_estimator: AdvEstimator,
     pub gamma: f64,
@@ -253,7 +282,10 @@ pub enum KlType {
 /// `[actor]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct ActorConfig {
     pub actor_lr: f64,
     pub ppo_epochs: u32,
@@ -273,7 +305,10 @@ pub struct ActorConfig {
 /// `[critic]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct CriticConfig {
     pub critic_lr: f64,
     pub cliprange_value: f64,
@@ -284,7 +319,10 @@ pub struct CriticConfig {
 /// `[model]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct ModelConfig {
     pub path: String,
     pub lora_rank: usize,
@@ -294,7 +332,10 @@ pub struct ModelConfig {
 /// `[env]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[expect(missing_docs, reason = "each field is documented in configs/default.toml")]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
 pub struct EnvConfig {
     pub config: String,
     pub tag: String,
@@ -317,14 +358,20 @@ impl ConfigBuilder {
     /// Start from the embedded default.
     pub fn new() -> Self {
         let table: toml::Table = DEFAULT_TOML.parse().expect("embedded default.toml parses");
-        Self { merged: table.clone(), known: table }
+        Self {
+            merged: table.clone(),
+            known: table,
+        }
     }
 
     /// Merge a TOML text layer; `source_name` names it in errors.
     pub fn layer_str(mut self, text: &str, source_name: &str) -> Result<Self, ConfigError> {
         let table: toml::Table = text
             .parse()
-            .map_err(|e: toml::de::Error| ConfigError::Parse { source_name: source_name.into(), message: e.to_string() })?;
+            .map_err(|e: toml::de::Error| ConfigError::Parse {
+                source_name: source_name.into(),
+                message: e.to_string(),
+            })?;
         check_known(&table, &self.known, "", source_name)?;
         merge(&mut self.merged, table);
         Ok(self)
@@ -332,21 +379,32 @@ impl ConfigBuilder {
 
     /// Merge a TOML file.
     pub fn layer_file(self, path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Io { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
         self.layer_str(&text, &path.display().to_string())
     }
 
     /// Merge `RAGEN_<SECTION>__<KEY>` variables (`__` separates path parts; names lowercased).
     /// Variables without `__` (such as `RAGEN_LOG`, `RAGEN_GYM_CACHE`) are not config keys.
-    pub fn layer_env(self, vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+    pub fn layer_env(
+        self,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
         let mut me = self;
         for (name, value) in vars {
-            let Some(rest) = name.strip_prefix("RAGEN_") else { continue };
+            let Some(rest) = name.strip_prefix("RAGEN_") else {
+                continue;
+            };
             if !rest.contains("__") {
                 continue;
             }
-            let key = rest.split("__").map(str::to_lowercase).collect::<Vec<_>>().join(".");
+            let key = rest
+                .split("__")
+                .map(str::to_lowercase)
+                .collect::<Vec<_>>()
+                .join(".");
             me = me.set(&key, &value, &format!("environment variable {name}"))?;
         }
         Ok(me)
@@ -377,12 +435,20 @@ impl ConfigBuilder {
             match known.get(*part) {
                 Some(toml::Value::Table(t)) if i + 1 < parts.len() => known = t,
                 Some(v) if i + 1 == parts.len() && !v.is_table() => {}
-                _ => return Err(ConfigError::UnknownKey { key: key.into(), source_name: source_name.into() }),
+                _ => {
+                    return Err(ConfigError::UnknownKey {
+                        key: key.into(),
+                        source_name: source_name.into(),
+                    });
+                }
             }
         }
         let mut table = &mut self.merged;
         for part in &parts[..parts.len() - 1] {
-            table = table.get_mut(*part).and_then(toml::Value::as_table_mut).expect("checked against the default");
+            table = table
+                .get_mut(*part)
+                .and_then(toml::Value::as_table_mut)
+                .expect("checked against the default");
         }
         table.insert(parts[parts.len() - 1].to_string(), value);
         Ok(self)
@@ -391,19 +457,39 @@ impl ConfigBuilder {
     /// Deserialise the merged table and check cross-field rules.
     pub fn build(self) -> Result<Config, ConfigError> {
         let cfg: Config =
-            self.merged.try_into().map_err(|e: toml::de::Error| ConfigError::Invalid { message: e.to_string() })?;
+            self.merged
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                    message: e.to_string(),
+                })?;
         cfg.validate()?;
         Ok(cfg)
     }
 }
 
-fn check_known(layer: &toml::Table, known: &toml::Table, prefix: &str, source_name: &str) -> Result<(), ConfigError> {
+fn check_known(
+    layer: &toml::Table,
+    known: &toml::Table,
+    prefix: &str,
+    source_name: &str,
+) -> Result<(), ConfigError> {
     for (k, v) in layer {
-        let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
         match (known.get(k), v) {
-            (Some(toml::Value::Table(kt)), toml::Value::Table(vt)) => check_known(vt, kt, &path, source_name)?,
+            (Some(toml::Value::Table(kt)), toml::Value::Table(vt)) => {
+                check_known(vt, kt, &path, source_name)?
+            }
             (Some(kv), v) if !kv.is_table() && !v.is_table() => {}
-            _ => return Err(ConfigError::UnknownKey { key: path, source_name: source_name.into() }),
+            _ => {
+                return Err(ConfigError::UnknownKey {
+                    key: path,
+                    source_name: source_name.into(),
+                });
+            }
         }
     }
     Ok(())
@@ -423,7 +509,9 @@ fn merge(base: &mut toml::Table, layer: toml::Table) {
 impl Config {
     /// The embedded default, unchanged.
     pub fn default_config() -> Self {
-        ConfigBuilder::new().build().expect("embedded default.toml is valid")
+        ConfigBuilder::new()
+            .build()
+            .expect("embedded default.toml is valid")
     }
 
     /// Serialise back to TOML (the run directory's `config.toml`).
@@ -442,7 +530,10 @@ impl Config {
             return bad("es_manager.val.env_groups and group_size must be positive".into());
         }
         let a = &self.actor;
-        if a.micro_batch_size == 0 || a.ppo_mini_batch_size == 0 || a.ppo_mini_batch_size % a.micro_batch_size != 0 {
+        if a.micro_batch_size == 0
+            || a.ppo_mini_batch_size == 0
+            || !a.ppo_mini_batch_size.is_multiple_of(a.micro_batch_size)
+        {
             return bad(format!(
                 "actor.micro_batch_size ({}) must divide actor.ppo_mini_batch_size ({})",
                 a.micro_batch_size, a.ppo_mini_batch_size
@@ -450,7 +541,9 @@ impl Config {
         }
         let r = self.rollout.rollout_filter_ratio;
         if !(r > 0.0 && r <= 1.0) {
-            return bad(format!("rollout.rollout_filter_ratio must be in (0, 1], got {r}"));
+            return bad(format!(
+                "rollout.rollout_filter_ratio must be in (0, 1], got {r}"
+            ));
         }
         if self.rollout.rollout_filter_strategy == FilterStrategy::TopK
             && ((r * t.env_groups as f64) as usize).max(1) * t.group_size < a.ppo_mini_batch_size
@@ -468,7 +561,9 @@ impl Config {
             return bad("trainer.online_k and actor.ppo_epochs must be positive".into());
         }
         if self.rollout.response_length == 0 || self.rollout.generation_batch_size == 0 {
-            return bad("rollout.response_length and generation_batch_size must be positive".into());
+            return bad(
+                "rollout.response_length and generation_batch_size must be positive".into(),
+            );
         }
         Ok(())
     }
@@ -507,16 +602,29 @@ mod tests {
             if l.is_empty() || l.starts_with('#') || l.starts_with('[') {
                 continue;
             }
-            assert!(lines[i - 1].trim().starts_with('#'), "key line {} has no comment: {l}", i + 1);
+            assert!(
+                lines[i - 1].trim().starts_with('#'),
+                "key line {} has no comment: {l}",
+                i + 1
+            );
         }
     }
 
     #[test]
     fn layers_apply_in_order() {
         let c = ConfigBuilder::new()
-            .layer_str("[actor]\nclip_ratio_high = 0.2\n[rollout]\nrollout_filter_ratio = 1.0", "exp.toml")
+            .layer_str(
+                "[actor]\nclip_ratio_high = 0.2\n[rollout]\nrollout_filter_ratio = 1.0",
+                "exp.toml",
+            )
             .unwrap()
-            .layer_env([("RAGEN_ACTOR__CLIP_RATIO_HIGH".to_string(), "0.3".to_string()), ("RAGEN_LOG".into(), "x".into())])
+            .layer_env([
+                (
+                    "RAGEN_ACTOR__CLIP_RATIO_HIGH".to_string(),
+                    "0.3".to_string(),
+                ),
+                ("RAGEN_LOG".into(), "x".into()),
+            ])
             .unwrap()
             .layer_override("algorithm.adv_estimator=grpo")
             .unwrap()
@@ -532,12 +640,25 @@ mod tests {
 
     #[test]
     fn unknown_key_names_key_and_file() {
-        let e = ConfigBuilder::new().layer_str("[actor]\nclip_ratio_hgh = 0.2", "exp.toml").unwrap_err().to_string();
+        let e = ConfigBuilder::new()
+            .layer_str("[actor]\nclip_ratio_hgh = 0.2", "exp.toml")
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "unknown config key `actor.clip_ratio_hgh` in exp.toml");
-        let e = ConfigBuilder::new().layer_override("rollout.nope=1").unwrap_err().to_string();
+        let e = ConfigBuilder::new()
+            .layer_override("rollout.nope=1")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("rollout.nope"), "{e}");
-        let e = ConfigBuilder::new().layer_override("algorithm.adv_estimator=ppo").unwrap().build().unwrap_err();
-        assert!(e.to_string().contains("adv_estimator") || e.to_string().contains("ppo"), "{e}");
+        let e = ConfigBuilder::new()
+            .layer_override("algorithm.adv_estimator=ppo")
+            .unwrap()
+            .build()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("adv_estimator") || e.to_string().contains("ppo"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -547,11 +668,24 @@ mod tests {
             ("bandit.toml", env_preset("bandit").unwrap()),
             ("sokoban.toml", env_preset("sokoban").unwrap()),
             ("frozenlake.toml", env_preset("frozenlake").unwrap()),
-            ("starpo-ppo.toml", include_str!("../../../configs/starpo-ppo.toml")),
-            ("starpo-grpo.toml", include_str!("../../../configs/starpo-grpo.toml")),
-            ("starpo-s.toml", include_str!("../../../configs/starpo-s.toml")),
+            (
+                "starpo-ppo.toml",
+                include_str!("../../../configs/starpo-ppo.toml"),
+            ),
+            (
+                "starpo-grpo.toml",
+                include_str!("../../../configs/starpo-grpo.toml"),
+            ),
+            (
+                "starpo-s.toml",
+                include_str!("../../../configs/starpo-s.toml"),
+            ),
         ] {
-            ConfigBuilder::new().layer_str(text, name).unwrap().build().unwrap_or_else(|e| panic!("{name}: {e}"));
+            ConfigBuilder::new()
+                .layer_str(text, name)
+                .unwrap()
+                .build()
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
         }
         // each preset on top of the CPU profile is consistent too; Bandit stays single-turn
         for env in ["bandit", "sokoban", "frozenlake"] {

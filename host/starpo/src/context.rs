@@ -74,7 +74,10 @@ pub fn env_prefix(spec: &EnvSpec, max_actions_per_traj: usize, action_sep: &str)
     let mut s = spec.instruction.clone();
     if let Some(legend) = spec.symbol_legend.as_ref().filter(|l| !l.is_empty()) {
         s.push_str("\nSymbols used in the state:\n");
-        let items: Vec<String> = legend.iter().map(|x| format!("{}: {}", x.symbol, x.meaning)).collect();
+        let items: Vec<String> = legend
+            .iter()
+            .map(|x| format!("{}: {}", x.symbol, x.meaning))
+            .collect();
         s.push_str(&items.join(", "));
     }
     if let Some(names) = spec.action_names.as_ref().filter(|n| !n.is_empty()) {
@@ -115,13 +118,22 @@ pub fn build_messages(cfg: &PromptConfig, turns: &[TurnView]) -> Vec<Message> {
         k if k > 0 && (k as usize) < turns.len() => turns.len() - k as usize,
         _ => 0,
     };
-    let mut msgs = vec![Message { role: Role::System, content: cfg.system_prompt.clone() }];
+    let mut msgs = vec![Message {
+        role: Role::System,
+        content: cfg.system_prompt.clone(),
+    }];
     let mut user = cfg.prefix.clone();
     for (i, t) in turns.iter().enumerate().skip(start) {
         user.push_str(&turn_text(cfg, i + 1, t));
         if let Some(resp) = &t.response {
-            msgs.push(Message { role: Role::User, content: std::mem::take(&mut user) });
-            msgs.push(Message { role: Role::Assistant, content: resp.clone() });
+            msgs.push(Message {
+                role: Role::User,
+                content: std::mem::take(&mut user),
+            });
+            msgs.push(Message {
+                role: Role::Assistant,
+                content: resp.clone(),
+            });
             if let Some(r) = t.reward {
                 let r = r.map_or_else(|| "0".to_string(), py_float_repr);
                 user = format!("Reward:\n{r}\n");
@@ -129,7 +141,10 @@ pub fn build_messages(cfg: &PromptConfig, turns: &[TurnView]) -> Vec<Message> {
         }
     }
     if !user.is_empty() {
-        msgs.push(Message { role: Role::User, content: user });
+        msgs.push(Message {
+            role: Role::User,
+            content: user,
+        });
     }
     msgs
 }
@@ -177,8 +192,14 @@ mod tests {
             instruction: "Push the box.".into(),
             action_names: Some(vec!["Up".into(), "Down".into()]),
             symbol_legend: Some(vec![
-                Symbol { symbol: "#".into(), meaning: "wall".into() },
-                Symbol { symbol: "P".into(), meaning: "player".into() },
+                Symbol {
+                    symbol: "#".into(),
+                    meaning: "wall".into(),
+                },
+                Symbol {
+                    symbol: "P".into(),
+                    meaning: "player".into(),
+                },
             ]),
             max_episode_steps: 10,
             reward_threshold: None,
@@ -214,36 +235,67 @@ mod tests {
                 response: Some("<think>a</think><answer>Up</answer>".into()),
                 reward: Some(Some(-0.1 + -0.1 + -0.1)),
             },
-            TurnView { state: "##P".into(), actions_left: 7, response: None, reward: None },
+            TurnView {
+                state: "##P".into(),
+                actions_left: 7,
+                response: None,
+                reward: None,
+            },
         ];
         let m = build_messages(&cfg(), &turns);
         let roles: Vec<Role> = m.iter().map(|m| m.role).collect();
-        assert_eq!(roles, vec![Role::System, Role::User, Role::Assistant, Role::User]);
+        assert_eq!(
+            roles,
+            vec![Role::System, Role::User, Role::Assistant, Role::User]
+        );
         assert!(m[1].content.starts_with("Push the box."));
         assert!(m[1].content.ends_with(
             "\nTurn 1:\nState:\n#P#\nActions left: 10. Reply only in the form <think> [your reasoning] </think> \
              <answer> [your answer] </answer> and nothing else. Max response length: 100 tokens.\n"
         ));
-        assert!(m[3].content.starts_with("Reward:\n-0.30000000000000004\n\nTurn 2:\nState:\n##P\nActions left: 7."));
+        assert!(m[3].content.starts_with(
+            "Reward:\n-0.30000000000000004\n\nTurn 2:\nState:\n##P\nActions left: 7."
+        ));
         let p = generation_prompt(&m, true);
-        assert!(p.starts_with("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"));
+        assert!(p.starts_with(
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+        ));
         assert!(p.ends_with("tokens.\n<|im_end|>\n<|im_start|>assistant\n<think>"));
-        assert_eq!(generation_prompt(&m, false).rsplit('\n').next(), Some("<answer>"));
+        assert_eq!(
+            generation_prompt(&m, false).rsplit('\n').next(),
+            Some("<answer>")
+        );
     }
 
     #[test]
     fn training_sequence_ends_with_last_assistant() {
         let turns = vec![
-            TurnView { state: "s1".into(), actions_left: 10, response: Some("r1".into()), reward: Some(None) },
-            TurnView { state: "s2".into(), actions_left: 10, response: Some("r2".into()), reward: Some(Some(1.0)) },
+            TurnView {
+                state: "s1".into(),
+                actions_left: 10,
+                response: Some("r1".into()),
+                reward: Some(None),
+            },
+            TurnView {
+                state: "s2".into(),
+                actions_left: 10,
+                response: Some("r2".into()),
+                reward: Some(Some(1.0)),
+            },
         ];
-        let segs: Vec<(String, bool)> =
-            training_messages(&cfg(), &turns).iter().map(|m| (chatml_segment(m), m.role == Role::Assistant)).collect();
+        let segs: Vec<(String, bool)> = training_messages(&cfg(), &turns)
+            .iter()
+            .map(|m| (chatml_segment(m), m.role == Role::Assistant))
+            .collect();
         let flags: Vec<bool> = segs.iter().map(|s| s.1).collect();
         assert_eq!(flags, vec![false, false, true, false, true]);
         assert_eq!(segs[2].0, "<|im_start|>assistant\nr1<|im_end|>\n");
         // the first turn ran no action: its reward prints as the int 0
-        assert!(segs[3].0.starts_with("<|im_start|>user\nReward:\n0\n\nTurn 2:"));
+        assert!(
+            segs[3]
+                .0
+                .starts_with("<|im_start|>user\nReward:\n0\n\nTurn 2:")
+        );
         assert_eq!(segs[4].0, "<|im_start|>assistant\nr2<|im_end|>\n");
     }
 
@@ -252,8 +304,18 @@ mod tests {
         let mut c = cfg();
         c.max_context_window = 1;
         let turns = vec![
-            TurnView { state: "s1".into(), actions_left: 10, response: Some("r1".into()), reward: Some(Some(0.5)) },
-            TurnView { state: "s2".into(), actions_left: 9, response: None, reward: None },
+            TurnView {
+                state: "s1".into(),
+                actions_left: 10,
+                response: Some("r1".into()),
+                reward: Some(Some(0.5)),
+            },
+            TurnView {
+                state: "s2".into(),
+                actions_left: 9,
+                response: None,
+                reward: None,
+            },
         ];
         let m = build_messages(&c, &turns);
         assert_eq!(m.len(), 2);

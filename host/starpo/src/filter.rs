@@ -75,7 +75,10 @@ pub fn filter_groups(scores: &[f64], group_size: usize, p: &FilterParams) -> Fil
             order.into_iter().take(k).collect()
         }
         FilterStrategy::TopP => {
-            let candidates: Vec<usize> = order.into_iter().filter(|&g| p.include_zero || all[g].std > 0.0).collect();
+            let candidates: Vec<usize> = order
+                .into_iter()
+                .filter(|&g| p.include_zero || all[g].std > 0.0)
+                .collect();
             let total: f64 = candidates.iter().map(|&g| all[g].std).sum();
             if total <= 0.0 {
                 candidates
@@ -94,18 +97,35 @@ pub fn filter_groups(scores: &[f64], group_size: usize, p: &FilterParams) -> Fil
         }
     };
     let avg = |xs: &[GroupStats], f: fn(&GroupStats) -> f64| {
-        if xs.is_empty() { 0.0 } else { xs.iter().map(f).sum::<f64>() / xs.len() as f64 }
+        if xs.is_empty() {
+            0.0
+        } else {
+            xs.iter().map(f).sum::<f64>() / xs.len() as f64
+        }
     };
     let chosen: Vec<GroupStats> = kept_groups.iter().map(|&g| all[g]).collect();
     let metrics = vec![
         ("rollout/in_group_std".to_string(), avg(&all, |s| s.std)),
         ("rollout/in_group_max".to_string(), avg(&all, |s| s.max)),
         ("rollout/in_group_mean".to_string(), avg(&all, |s| s.mean)),
-        ("rollout/chosen_in_group_std".to_string(), avg(&chosen, |s| s.std)),
-        ("rollout/chosen_in_group_max".to_string(), avg(&chosen, |s| s.max)),
-        ("rollout/chosen_in_group_mean".to_string(), avg(&chosen, |s| s.mean)),
+        (
+            "rollout/chosen_in_group_std".to_string(),
+            avg(&chosen, |s| s.std),
+        ),
+        (
+            "rollout/chosen_in_group_max".to_string(),
+            avg(&chosen, |s| s.max),
+        ),
+        (
+            "rollout/chosen_in_group_mean".to_string(),
+            avg(&chosen, |s| s.mean),
+        ),
     ];
-    FilterOutcome { kept_groups, all, metrics }
+    FilterOutcome {
+        kept_groups,
+        all,
+        metrics,
+    }
 }
 
 #[cfg(test)]
@@ -113,7 +133,13 @@ mod tests {
     use super::*;
 
     fn params(ratio: f64, kind: FilterType) -> FilterParams {
-        FilterParams { ratio, kind, strategy: FilterStrategy::TopK, top_p: 0.9, include_zero: true }
+        FilterParams {
+            ratio,
+            kind,
+            strategy: FilterStrategy::TopK,
+            top_p: 0.9,
+            include_zero: true,
+        }
     }
 
     // 4 groups of 2: stds (unbiased) = |a-b|/sqrt(2): 0, 1/sqrt2, 2/sqrt2, 0.5/sqrt2
@@ -126,7 +152,10 @@ mod tests {
         let s2 = std::f64::consts::SQRT_2;
         assert!((out.all[2].std - 2.0 / s2).abs() < 1e-12);
         let m: std::collections::HashMap<_, _> = out.metrics.into_iter().collect();
-        assert!((m["rollout/in_group_std"] - (0.0 + 1.0 / s2 + 2.0 / s2 + 0.5 / s2) / 4.0).abs() < 1e-12);
+        assert!(
+            (m["rollout/in_group_std"] - (0.0 + 1.0 / s2 + 2.0 / s2 + 0.5 / s2) / 4.0).abs()
+                < 1e-12
+        );
         assert!((m["rollout/chosen_in_group_std"] - (2.0 / s2 + 1.0 / s2) / 2.0).abs() < 1e-12);
         assert!((m["rollout/chosen_in_group_max"] - 1.0).abs() < 1e-12);
         assert!((m["rollout/chosen_in_group_mean"] - (0.0 + 0.5) / 2.0).abs() < 1e-12);
@@ -144,7 +173,13 @@ mod tests {
     #[test]
     fn top_p_linear() {
         // std masses (x sqrt2): 2, 1, 0.5, 0 of 3.5 total; p = 0.8 needs 2.8: groups 2, 1 (3.0).
-        let p = FilterParams { ratio: 1.0, kind: FilterType::Std, strategy: FilterStrategy::TopP, top_p: 0.8, include_zero: false };
+        let p = FilterParams {
+            ratio: 1.0,
+            kind: FilterType::Std,
+            strategy: FilterStrategy::TopP,
+            top_p: 0.8,
+            include_zero: false,
+        };
         assert_eq!(filter_groups(&SCORES, 2, &p).kept_groups, vec![2, 1]);
         let p = FilterParams { top_p: 1.0, ..p };
         assert_eq!(filter_groups(&SCORES, 2, &p).kept_groups, vec![2, 1, 3]);

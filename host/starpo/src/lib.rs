@@ -33,10 +33,10 @@ pub mod trajectory;
 pub use batch::{CharTokenizer, Sample, Tokenize, build_sample};
 pub use config::{Config, ConfigBuilder, ConfigError};
 pub use events::{Phase, TrainEvent};
+pub use filter::{FilterOutcome, FilterParams, filter_groups};
 pub use metrics::Metrics;
+pub use rollout::{EnvPool, Generator, RolloutParams, SamplingParams, rollout};
 pub use run_dir::RunDir;
 #[cfg(feature = "trainer")]
 pub use trainer::{EnvFactory, EvalResult, TrainError, TrainSetup, Trainer, evaluate};
-pub use filter::{FilterOutcome, FilterParams, filter_groups};
-pub use rollout::{EnvPool, Generator, RolloutParams, SamplingParams, rollout};
 pub use trajectory::{RewardBreakdown, RewardFunction, Trajectory, Turn};

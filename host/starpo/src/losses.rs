@@ -42,7 +42,13 @@ pub struct PolicyLoss {
 /// PPO clipped surrogate with Clip-Higher and dual clip (verl `compute_policy_loss`):
 /// `ratio = exp(logp - old)`, `l = max(-A*ratio, -A*clip(ratio, 1-low, 1+high))`, and for
 /// `A < 0` the loss is `min(l, -A*dual)`; token-mean over the mask.
-pub fn policy_loss(logp: &Tensor, old_logp: &Tensor, adv: &Tensor, mask: &Tensor, clip: ClipParams) -> Result<PolicyLoss> {
+pub fn policy_loss(
+    logp: &Tensor,
+    old_logp: &Tensor,
+    adv: &Tensor,
+    mask: &Tensor,
+    clip: ClipParams,
+) -> Result<PolicyLoss> {
     let neg_kl = (logp - old_logp)?;
     let ratio = neg_kl.exp()?;
     let ppo_kl = masked_mean(&neg_kl.neg()?, mask)?.to_scalar::<f32>()?;
@@ -50,14 +56,20 @@ pub fn policy_loss(logp: &Tensor, old_logp: &Tensor, adv: &Tensor, mask: &Tensor
     let l1 = (&neg_adv * &ratio)?;
     let l2 = (&neg_adv * ratio.clamp(1.0 - clip.low, 1.0 + clip.high)?)?;
     let clip1 = l1.maximum(&l2)?;
-    let pg_clipfrac = masked_mean(&l2.gt(&l1)?.to_dtype(logp.dtype())?, mask)?.to_scalar::<f32>()?;
+    let pg_clipfrac =
+        masked_mean(&l2.gt(&l1)?.to_dtype(logp.dtype())?, mask)?.to_scalar::<f32>()?;
     let l3 = neg_adv.affine(clip.dual, 0.0)?;
     let clip2 = l3.minimum(&clip1)?;
     let neg = adv.lt(0.0)?;
     let lower = (clip1.gt(&l3)?.to_dtype(logp.dtype())? * neg.to_dtype(logp.dtype())?)?;
     let pg_clipfrac_lower = masked_mean(&lower, mask)?.to_scalar::<f32>()?;
     let pg = neg.where_cond(&clip2, &clip1)?;
-    Ok(PolicyLoss { pg_loss: masked_mean(&pg, mask)?, pg_clipfrac, pg_clipfrac_lower, ppo_kl })
+    Ok(PolicyLoss {
+        pg_loss: masked_mean(&pg, mask)?,
+        pg_clipfrac,
+        pg_clipfrac_lower,
+        ppo_kl,
+    })
 }
 
 /// Per-token KL(actor || reference) estimate as a tensor: k1 = `logp - ref`; k3 =
@@ -83,13 +95,23 @@ pub struct ValueLoss {
 
 /// Clipped value loss (verl `compute_value_loss`): `vclip = old + clip(vpred - old, -c, c)`,
 /// `0.5 * masked_mean(max((vpred - ret)^2, (vclip - ret)^2))`.
-pub fn value_loss(vpred: &Tensor, old_values: &Tensor, returns: &Tensor, mask: &Tensor, cliprange: f64) -> Result<ValueLoss> {
+pub fn value_loss(
+    vpred: &Tensor,
+    old_values: &Tensor,
+    returns: &Tensor,
+    mask: &Tensor,
+    cliprange: f64,
+) -> Result<ValueLoss> {
     let vclip = (old_values + (vpred - old_values)?.clamp(-cliprange, cliprange)?)?;
     let l1 = (vpred - returns)?.sqr()?;
     let l2 = (&vclip - returns)?.sqr()?;
-    let vf_clipfrac = masked_mean(&l2.gt(&l1)?.to_dtype(vpred.dtype())?, mask)?.to_scalar::<f32>()?;
+    let vf_clipfrac =
+        masked_mean(&l2.gt(&l1)?.to_dtype(vpred.dtype())?, mask)?.to_scalar::<f32>()?;
     let vf_loss = (masked_mean(&l1.maximum(&l2)?, mask)? * 0.5)?;
-    Ok(ValueLoss { vf_loss, vf_clipfrac })
+    Ok(ValueLoss {
+        vf_loss,
+        vf_clipfrac,
+    })
 }
 
 #[cfg(test)]
@@ -101,7 +123,11 @@ mod tests {
         Tensor::new(v, &Device::Cpu).unwrap()
     }
 
-    const CLIP: ClipParams = ClipParams { low: 0.2, high: 0.28, dual: 3.0 };
+    const CLIP: ClipParams = ClipParams {
+        low: 0.2,
+        high: 0.28,
+        dual: 3.0,
+    };
 
     #[test]
     fn policy_loss_hand_computed() {
@@ -123,21 +149,37 @@ mod tests {
         // gradient flows only through the unclipped, masked position 1: d/dlp(-ratio)/3
         let g = out.pg_loss.backward().unwrap();
         let g = g.get(lp.as_tensor()).unwrap().to_vec1::<f32>().unwrap();
-        assert!(g[0].abs() < 1e-7 && g[2].abs() < 1e-7 && g[3].abs() < 1e-7, "{g:?}");
+        assert!(
+            g[0].abs() < 1e-7 && g[2].abs() < 1e-7 && g[3].abs() < 1e-7,
+            "{g:?}"
+        );
         assert!((g[1] + (-0.5f32).exp() / 3.0).abs() < 1e-5, "{g:?}");
     }
 
     #[test]
     fn symmetric_clip_changes_the_bound() {
-        let out = policy_loss(&t(&[0.5]), &t(&[0.0]), &t(&[1.0]), &t(&[1.0]), ClipParams { high: 0.2, ..CLIP }).unwrap();
+        let out = policy_loss(
+            &t(&[0.5]),
+            &t(&[0.0]),
+            &t(&[1.0]),
+            &t(&[1.0]),
+            ClipParams { high: 0.2, ..CLIP },
+        )
+        .unwrap();
         assert!((out.pg_loss.to_scalar::<f32>().unwrap() + 1.2).abs() < 1e-6);
     }
 
     #[test]
     fn kl_k1_k3() {
-        let k1 = kl_tensor(&t(&[-1.0]), &t(&[-1.5]), KlType::K1).unwrap().to_vec1::<f32>().unwrap();
+        let k1 = kl_tensor(&t(&[-1.0]), &t(&[-1.5]), KlType::K1)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         assert_eq!(k1, vec![0.5]);
-        let k3 = kl_tensor(&t(&[-1.0]), &t(&[-1.5]), KlType::K3).unwrap().to_vec1::<f32>().unwrap();
+        let k3 = kl_tensor(&t(&[-1.0]), &t(&[-1.5]), KlType::K3)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         assert!((k3[0] - ((-0.5f32).exp() + 0.5 - 1.0)).abs() < 1e-6);
     }
 
@@ -146,8 +188,14 @@ mod tests {
         // pos0: vpred 2, old 0 -> clipped 0.5; ret 1: l1 = 1, l2 = 0.25 -> 1
         // pos1: vpred 0.2, old 0 -> clip 0.2; ret 1: l1 = l2 = 0.64 -> 0.64
         // pos2: vpred -1, old 1 -> clipped 0.5; ret 3: l1 = 16, l2 = 6.25 -> 16 (masked out)
-        let out = value_loss(&t(&[2.0, 0.2, -1.0]), &t(&[0.0, 0.0, 1.0]), &t(&[1.0, 1.0, 3.0]), &t(&[1.0, 1.0, 0.0]), 0.5)
-            .unwrap();
+        let out = value_loss(
+            &t(&[2.0, 0.2, -1.0]),
+            &t(&[0.0, 0.0, 1.0]),
+            &t(&[1.0, 1.0, 3.0]),
+            &t(&[1.0, 1.0, 0.0]),
+            0.5,
+        )
+        .unwrap();
         let want = 0.5 * (1.0 + 0.64) / 2.0;
         assert!((out.vf_loss.to_scalar::<f32>().unwrap() - want).abs() < 1e-6);
         assert!(out.vf_clipfrac.abs() < 1e-6);

@@ -27,19 +27,51 @@ pub fn rollout_metrics(prefix: &str, trajs: &[Trajectory], group_size: usize) ->
     let tag = &first.tag;
     let k = |name: &str| format!("{prefix}/{tag}/{name}");
     let frac = |t: &Trajectory, f: fn(&crate::trajectory::Turn) -> bool| {
-        if t.turns.is_empty() { 0.0 } else { t.turns.iter().filter(|x| f(x)).count() as f64 / t.turns.len() as f64 }
+        if t.turns.is_empty() {
+            0.0
+        } else {
+            t.turns.iter().filter(|x| f(x)).count() as f64 / t.turns.len() as f64
+        }
     };
-    m.insert(k("success"), mean(trajs.iter().map(|t| f64::from(u8::from(t.success)))));
-    m.insert(k("num_actions"), mean(trajs.iter().map(|t| t.num_actions as f64)));
-    m.insert(k("num_turns"), mean(trajs.iter().map(|t| t.turns.len() as f64)));
-    m.insert(k("action_is_valid"), mean(trajs.iter().map(|t| frac(t, |x| x.action_is_valid))));
-    m.insert(k("action_is_effective"), mean(trajs.iter().map(|t| frac(t, |x| x.action_is_effective))));
-    m.insert(k("format_penalty_turns"), mean(trajs.iter().map(|t| t.turns.iter().filter(|x| x.format_penalty).count() as f64)));
-    m.insert(k("env_errors"), trajs.iter().filter(|t| t.end_reason.is_some()).count() as f64);
+    m.insert(
+        k("success"),
+        mean(trajs.iter().map(|t| f64::from(u8::from(t.success)))),
+    );
+    m.insert(
+        k("num_actions"),
+        mean(trajs.iter().map(|t| t.num_actions as f64)),
+    );
+    m.insert(
+        k("num_turns"),
+        mean(trajs.iter().map(|t| t.turns.len() as f64)),
+    );
+    m.insert(
+        k("action_is_valid"),
+        mean(trajs.iter().map(|t| frac(t, |x| x.action_is_valid))),
+    );
+    m.insert(
+        k("action_is_effective"),
+        mean(trajs.iter().map(|t| frac(t, |x| x.action_is_effective))),
+    );
+    m.insert(
+        k("format_penalty_turns"),
+        mean(
+            trajs
+                .iter()
+                .map(|t| t.turns.iter().filter(|x| x.format_penalty).count() as f64),
+        ),
+    );
+    m.insert(
+        k("env_errors"),
+        trajs.iter().filter(|t| t.end_reason.is_some()).count() as f64,
+    );
     m.insert(k("score"), mean(trajs.iter().map(Trajectory::score)));
     if group_size > 0 {
         let groups = trajs.chunks(group_size);
-        m.insert(k(&format!("pass@{group_size}")), mean(groups.map(|g| f64::from(u8::from(g.iter().any(|t| t.success))))));
+        m.insert(
+            k(&format!("pass@{group_size}")),
+            mean(groups.map(|g| f64::from(u8::from(g.iter().any(|t| t.success))))),
+        );
     }
     m
 }
@@ -50,8 +82,14 @@ pub fn add_stats(m: &mut Metrics, name: &str, xs: &[f64]) {
         return;
     }
     m.insert(format!("{name}/mean"), mean(xs.iter().copied()));
-    m.insert(format!("{name}/max"), xs.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-    m.insert(format!("{name}/min"), xs.iter().copied().fold(f64::INFINITY, f64::min));
+    m.insert(
+        format!("{name}/max"),
+        xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    );
+    m.insert(
+        format!("{name}/min"),
+        xs.iter().copied().fold(f64::INFINITY, f64::min),
+    );
 }
 
 #[cfg(test)]

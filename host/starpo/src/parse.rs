@@ -16,7 +16,14 @@ pub struct ParsedResponse {
 }
 
 /// Strings RAGEN strips from both captured parts.
-const STRIP: [&str; 6] = ["<think>", "</think>", "<answer>", "</answer>", "<|im_start|>", "<|im_end|>"];
+const STRIP: [&str; 6] = [
+    "<think>",
+    "</think>",
+    "<answer>",
+    "</answer>",
+    "<|im_start|>",
+    "<|im_end|>",
+];
 
 /// Parse a generated response. `text` is the decoded generation with the forced prefix
 /// (`<think>`, or `<answer>` when thinking is off) prepended, as RAGEN does.
@@ -24,10 +31,24 @@ const STRIP: [&str; 6] = ["<think>", "</think>", "<answer>", "</answer>", "<|im_
 /// The match is the first of `<think>(.*?)</think>\s*<answer>(.*?)</answer>` (DOTALL), or of
 /// `<answer>(.*?)</answer>` with thinking off. No match: `cleaned` is the raw text and there are
 /// no actions.
-pub fn parse_response(text: &str, enable_think: bool, action_sep: &str, max_actions_per_turn: usize) -> ParsedResponse {
-    let captured = if enable_think { match_think_answer(text) } else { match_answer(text).map(|a| (None, a)) };
+pub fn parse_response(
+    text: &str,
+    enable_think: bool,
+    action_sep: &str,
+    max_actions_per_turn: usize,
+) -> ParsedResponse {
+    let captured = if enable_think {
+        match_think_answer(text)
+    } else {
+        match_answer(text).map(|a| (None, a))
+    };
     let Some((think, answer)) = captured else {
-        return ParsedResponse { cleaned: text.to_string(), think: None, answer: None, actions: Vec::new() };
+        return ParsedResponse {
+            cleaned: text.to_string(),
+            think: None,
+            answer: None,
+            actions: Vec::new(),
+        };
     };
     let clean = |s: &str| {
         let mut s = s.to_string();
@@ -38,8 +59,12 @@ pub fn parse_response(text: &str, enable_think: bool, action_sep: &str, max_acti
     };
     let think = think.map(clean);
     let mut answer = clean(answer);
-    let mut actions: Vec<String> =
-        answer.split(action_sep).map(str::trim).filter(|a| !a.is_empty()).map(str::to_string).collect();
+    let mut actions: Vec<String> = answer
+        .split(action_sep)
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect();
     if actions.len() > max_actions_per_turn {
         actions.truncate(max_actions_per_turn);
         answer = actions.join(&format!(" {action_sep} "));
@@ -48,7 +73,12 @@ pub fn parse_response(text: &str, enable_think: bool, action_sep: &str, max_acti
         Some(t) => format!("<think>{t}</think><answer>{answer}</answer>"),
         None => format!("<answer>{answer}</answer>"),
     };
-    ParsedResponse { cleaned, think, answer: Some(answer), actions }
+    ParsedResponse {
+        cleaned,
+        think,
+        answer: Some(answer),
+        actions,
+    }
 }
 
 /// First `<think>(.*?)</think>\s*<answer>(.*?)</answer>` match (leftmost start, lazy groups).
@@ -87,11 +117,16 @@ fn match_answer(text: &str) -> Option<&str> {
 /// order, and whether any action was dropped. With `names = None` (text-action envs) every action
 /// passes unchanged.
 pub fn map_actions(actions: &[String], names: Option<&[String]>) -> (Vec<String>, bool) {
-    let Some(names) = names else { return (actions.to_vec(), false) };
+    let Some(names) = names else {
+        return (actions.to_vec(), false);
+    };
     let mut out = Vec::with_capacity(actions.len());
     let mut dropped = false;
     for a in actions {
-        match names.iter().find(|n| n.eq_ignore_ascii_case(a) || n.to_lowercase() == a.to_lowercase()) {
+        match names
+            .iter()
+            .find(|n| n.eq_ignore_ascii_case(a) || n.to_lowercase() == a.to_lowercase())
+        {
             Some(n) => out.push(n.clone()),
             None => dropped = true,
         }
@@ -105,17 +140,30 @@ mod tests {
 
     #[test]
     fn parses_think_and_answer() {
-        let p = parse_response("<think> push it </think>\n <answer>Right || up ||  || Left</answer> tail", true, "||", 5);
+        let p = parse_response(
+            "<think> push it </think>\n <answer>Right || up ||  || Left</answer> tail",
+            true,
+            "||",
+            5,
+        );
         assert_eq!(p.think.as_deref(), Some("push it"));
         assert_eq!(p.answer.as_deref(), Some("Right || up ||  || Left"));
         assert_eq!(p.actions, vec!["Right", "up", "Left"]);
         // not truncated: the answer is kept as written (only cleaned and trimmed)
-        assert_eq!(p.cleaned, "<think>push it</think><answer>Right || up ||  || Left</answer>");
+        assert_eq!(
+            p.cleaned,
+            "<think>push it</think><answer>Right || up ||  || Left</answer>"
+        );
     }
 
     #[test]
     fn truncates_to_max_actions_and_reserialises() {
-        let p = parse_response("<think>x</think><answer>Up||Down||Left</answer>", true, "||", 2);
+        let p = parse_response(
+            "<think>x</think><answer>Up||Down||Left</answer>",
+            true,
+            "||",
+            2,
+        );
         assert_eq!(p.actions, vec!["Up", "Down"]);
         assert_eq!(p.cleaned, "<think>x</think><answer>Up || Down</answer>");
     }
@@ -142,7 +190,12 @@ mod tests {
 
     #[test]
     fn strips_special_tokens() {
-        let p = parse_response("<think>t<|im_end|></think><answer><|im_start|>Up</answer>", true, "||", 5);
+        let p = parse_response(
+            "<think>t<|im_end|></think><answer><|im_start|>Up</answer>",
+            true,
+            "||",
+            5,
+        );
         assert_eq!(p.cleaned, "<think>t</think><answer>Up</answer>");
     }
 

@@ -18,7 +18,9 @@ fn to_policy_message(m: &Message) -> pol::Message {
 
 impl Tokenize for PolicyTokenizer<'_> {
     fn encode_message(&self, message: &Message) -> Result<Vec<u32>, String> {
-        self.0.encode_chat(&[to_policy_message(message)], false).map_err(|e| e.to_string())
+        self.0
+            .encode_chat(&[to_policy_message(message)], false)
+            .map_err(|e| e.to_string())
     }
 
     fn encode_assistant_prefix(&self, forced: &str) -> Result<Vec<u32>, String> {
@@ -41,16 +43,25 @@ impl Generator for PolicyGenerator<'_> {
         &self.tokenizer
     }
 
-    fn generate(&mut self, prompts: &[Vec<u32>], p: &SamplingParams) -> Result<Vec<String>, String> {
+    fn generate(
+        &mut self,
+        prompts: &[Vec<u32>],
+        p: &SamplingParams,
+    ) -> Result<Vec<String>, String> {
         let params = pol::SamplingParams {
             temperature: p.temperature,
             top_p: p.top_p,
             top_k: 0,
             max_new_tokens: p.max_new_tokens,
-            stop: if p.stop_at_answer { vec!["</answer>".to_string()] } else { Vec::new() },
+            stop: if p.stop_at_answer {
+                vec!["</answer>".to_string()]
+            } else {
+                Vec::new()
+            },
             seed: p.seed,
         };
-        let out = pol::sample(&self.model, self.tokenizer.0, prompts, &params).map_err(|e| e.to_string())?;
+        let out = pol::sample(&self.model, self.tokenizer.0, prompts, &params)
+            .map_err(|e| e.to_string())?;
         Ok(out.into_iter().map(|s| s.text).collect())
     }
 }

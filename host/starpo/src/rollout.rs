@@ -32,7 +32,11 @@ pub trait Generator {
     fn tokenizer(&self) -> &dyn Tokenize;
     /// Sample one completion per prompt (token ids of the full ChatML prompt, ending with the
     /// forced prefix). Returns the decoded new text with special tokens skipped.
-    fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<String>, String>;
+    fn generate(
+        &mut self,
+        prompts: &[Vec<u32>],
+        params: &SamplingParams,
+    ) -> Result<Vec<String>, String>;
 }
 
 /// Why a rollout failed as a whole (env failures only end their trajectory).
@@ -91,7 +95,11 @@ pub struct EnvPool {
 impl EnvPool {
     /// Wrap `n` env instances (one per trajectory). Panics if `envs` is empty.
     pub fn new(envs: Vec<Box<dyn Env>>) -> Self {
-        let spec = envs.first().expect("an env pool needs at least one env").spec().clone();
+        let spec = envs
+            .first()
+            .expect("an env pool needs at least one env")
+            .spec()
+            .clone();
         Self { envs, spec }
     }
 
@@ -114,7 +122,9 @@ impl EnvPool {
 /// Seeds of a batch, group-major: group `g` gets `base + g`; training uses
 /// `base = seed.train + env_groups * iteration` (spec §12.8), validation `base = seed.val`.
 pub fn group_seeds(base: u64, env_groups: usize, group_size: usize) -> Vec<(usize, u64)> {
-    (0..env_groups).flat_map(|g| std::iter::repeat_n((g, base + g as u64), group_size)).collect()
+    (0..env_groups)
+        .flat_map(|g| std::iter::repeat_n((g, base + g as u64), group_size))
+        .collect()
 }
 
 struct Episode {
@@ -140,11 +150,20 @@ impl Episode {
                 state: t.observation.clone(),
                 actions_left: t.actions_left,
                 response: Some(t.response.clone()),
-                reward: Some(if t.actions.is_empty() { None } else { Some(t.env_reward) }),
+                reward: Some(if t.actions.is_empty() {
+                    None
+                } else {
+                    Some(t.env_reward)
+                }),
             })
             .collect();
         let actions_left = max_actions_per_traj.saturating_sub(self.num_actions);
-        v.push(TurnView { state: self.state.clone(), actions_left, response: None, reward: None });
+        v.push(TurnView {
+            state: self.state.clone(),
+            actions_left,
+            response: None,
+            reward: None,
+        });
         v
     }
 
@@ -165,13 +184,20 @@ pub fn turn_views(t: &Trajectory) -> Vec<TurnView> {
             state: x.observation.clone(),
             actions_left: x.actions_left,
             response: Some(x.response.clone()),
-            reward: Some(if x.actions.is_empty() { None } else { Some(x.env_reward) }),
+            reward: Some(if x.actions.is_empty() {
+                None
+            } else {
+                Some(x.env_reward)
+            }),
         })
         .collect()
 }
 
 fn run_parallel<T: Send>(items: &mut [T], f: impl Fn(&mut T) + Sync) {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len()).max(1);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len())
+        .max(1);
     let chunk = items.len().div_ceil(threads).max(1);
     std::thread::scope(|s| {
         for c in items.chunks_mut(chunk) {
@@ -190,7 +216,10 @@ pub fn rollout(
     p: &RolloutParams,
     on_progress: &mut dyn FnMut(RolloutProgress),
 ) -> Result<Vec<Trajectory>, RolloutError> {
-    assert!(seeds.len() <= pool.envs.len(), "more seeds than envs in the pool");
+    assert!(
+        seeds.len() <= pool.envs.len(),
+        "more seeds than envs in the pool"
+    );
     let action_names = pool.spec.action_names.clone();
     let mut eps: Vec<(&mut Box<dyn Env>, Episode)> = pool
         .envs
@@ -236,7 +265,10 @@ pub fn rollout(
                 .map_err(|message| RolloutError::Generate { message })?;
             let n = prompt.len();
             if n > p.max_model_len {
-                ep.end(format!("prompt of {n} tokens exceeds max_model_len {}", p.max_model_len));
+                ep.end(format!(
+                    "prompt of {n} tokens exceeds max_model_len {}",
+                    p.max_model_len
+                ));
                 continue;
             }
             active.push(i);
@@ -248,20 +280,39 @@ pub fn rollout(
         let mut texts = Vec::with_capacity(prompts.len());
         for (c, chunk) in prompts.chunks(p.generation_batch_size.max(1)).enumerate() {
             let params = SamplingParams {
-                seed: p.sampling.seed.wrapping_mul(1_000_003).wrapping_add((turn * 10_007 + c) as u64),
+                seed: p
+                    .sampling
+                    .seed
+                    .wrapping_mul(1_000_003)
+                    .wrapping_add((turn * 10_007 + c) as u64),
                 ..p.sampling
             };
-            let out = generator.generate(chunk, &params).map_err(|message| RolloutError::Generate { message })?;
+            let out = generator
+                .generate(chunk, &params)
+                .map_err(|message| RolloutError::Generate { message })?;
             texts.extend(out);
-            on_progress(RolloutProgress { turn, generated: texts.len(), active: active.len() });
+            on_progress(RolloutProgress {
+                turn,
+                generated: texts.len(),
+                active: active.len(),
+            });
         }
         let mut plans: Vec<Option<(String, crate::parse::ParsedResponse)>> = vec![None; eps.len()];
         for (&i, text) in active.iter().zip(texts) {
             let full = format!("{}{}", forced_prefix(p.prompt.enable_think), text);
-            let parsed = parse_response(&full, p.prompt.enable_think, &p.action_sep, p.max_actions_per_turn);
+            let parsed = parse_response(
+                &full,
+                p.prompt.enable_think,
+                &p.action_sep,
+                p.max_actions_per_turn,
+            );
             plans[i] = Some((full, parsed));
         }
-        let mut work: Vec<_> = eps.iter_mut().zip(plans).filter_map(|(e, plan)| plan.map(|pl| (e, pl))).collect();
+        let mut work: Vec<_> = eps
+            .iter_mut()
+            .zip(plans)
+            .filter_map(|(e, plan)| plan.map(|pl| (e, pl)))
+            .collect();
         run_parallel(&mut work, |((env, ep), (_full, parsed))| {
             let (valid, dropped) = map_actions(&parsed.actions, action_names.as_deref());
             let bad_format = parsed.answer.is_none() || parsed.actions.is_empty() || dropped;
@@ -374,7 +425,10 @@ mod tests {
         fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvCallError> {
             self.n = 0;
             self.seed = seed;
-            Ok(ResetResult { observation: "0".into(), info: vec![] })
+            Ok(ResetResult {
+                observation: "0".into(),
+                info: vec![],
+            })
         }
         fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
             if self.seed == 99 {
@@ -407,7 +461,11 @@ mod tests {
         fn tokenizer(&self) -> &dyn Tokenize {
             &crate::batch::CharTokenizer
         }
-        fn generate(&mut self, prompts: &[Vec<u32>], _: &SamplingParams) -> Result<Vec<String>, String> {
+        fn generate(
+            &mut self,
+            prompts: &[Vec<u32>],
+            _: &SamplingParams,
+        ) -> Result<Vec<String>, String> {
             for p in prompts {
                 let text: String = p
                     .iter()
@@ -439,14 +497,23 @@ mod tests {
             format_penalty: -0.1,
             max_model_len: 100_000,
             generation_batch_size: 3,
-            sampling: SamplingParams { temperature: 1.0, top_p: 1.0, max_new_tokens: 10, seed: 1, stop_at_answer: false },
+            sampling: SamplingParams {
+                temperature: 1.0,
+                top_p: 1.0,
+                max_new_tokens: 10,
+                seed: 1,
+                stop_at_answer: false,
+            },
             tag: "Counter".into(),
         }
     }
 
     fn run(answer: &str, p: &RolloutParams, seeds: &[(usize, u64)]) -> (Vec<Trajectory>, Scripted) {
         let mut pool = EnvPool::new((0..seeds.len()).map(|_| Counter::boxed()).collect());
-        let mut g = Scripted { answer: answer.into(), prompts: vec![] };
+        let mut g = Scripted {
+            answer: answer.into(),
+            prompts: vec![],
+        };
         let t = rollout(&mut pool, seeds, &mut g, p, &mut |_| {}).unwrap();
         (t, g)
     }
@@ -454,12 +521,26 @@ mod tests {
     #[test]
     fn seeds_are_group_major() {
         let s = group_seeds(10000 + 8 * 2, 2, 3);
-        assert_eq!(s, vec![(0, 10016), (0, 10016), (0, 10016), (1, 10017), (1, 10017), (1, 10017)]);
+        assert_eq!(
+            s,
+            vec![
+                (0, 10016),
+                (0, 10016),
+                (0, 10016),
+                (1, 10017),
+                (1, 10017),
+                (1, 10017)
+            ]
+        );
     }
 
     #[test]
     fn actions_stop_at_first_done() {
-        let (t, g) = run(" ok</think><answer>inc || INC || Inc</answer>", &params(), &[(0, 1), (0, 1)]);
+        let (t, g) = run(
+            " ok</think><answer>inc || INC || Inc</answer>",
+            &params(),
+            &[(0, 1), (0, 1)],
+        );
         assert_eq!(t.len(), 2);
         for x in &t {
             assert_eq!(x.num_actions, 2);
@@ -467,7 +548,10 @@ mod tests {
             assert_eq!(x.turns[0].actions, vec!["Inc", "Inc"]);
             assert!(x.success && x.terminated && !x.truncated);
             assert_eq!(x.score(), 2.0);
-            assert_eq!(x.turns[0].response, "<think>ok</think><answer>inc || INC || Inc</answer>");
+            assert_eq!(
+                x.turns[0].response,
+                "<think>ok</think><answer>inc || INC || Inc</answer>"
+            );
         }
         // one generation call per turn-batch, both envs in the first turn only
         assert_eq!(g.prompts.len(), 2);
@@ -492,7 +576,9 @@ mod tests {
         assert_eq!(t[0].num_actions, 0);
         assert!(!t[0].success && t[0].truncated);
         // the history stores the raw text; the reward of a turn without actions prints as 0
-        assert!(g.prompts[1].contains("<|im_start|>assistant\n<think>no tags here<|im_end|>\n<|im_start|>user\nReward:\n0\n"));
+        assert!(g.prompts[1].contains(
+            "<|im_start|>assistant\n<think>no tags here<|im_end|>\n<|im_start|>user\nReward:\n0\n"
+        ));
         // an invalid action name is penalised too, valid ones still run
         let (t, _) = run("</think><answer>Jump || Inc</answer>", &params(), &[(0, 5)]);
         assert_eq!(t[0].turns[0].actions, vec!["Inc"]);
@@ -506,8 +592,17 @@ mod tests {
 
     #[test]
     fn env_error_ends_only_its_trajectory() {
-        let (t, _) = run("</think><answer>Inc</answer>", &params(), &[(0, 99), (1, 3)]);
-        assert!(t[0].end_reason.as_deref().unwrap().contains("trap: unreachable"));
+        let (t, _) = run(
+            "</think><answer>Inc</answer>",
+            &params(),
+            &[(0, 99), (1, 3)],
+        );
+        assert!(
+            t[0].end_reason
+                .as_deref()
+                .unwrap()
+                .contains("trap: unreachable")
+        );
         assert!(!t[0].success && t[0].truncated);
         assert!(t[1].success && t[1].end_reason.is_none());
         assert_eq!(t[1].turns.len(), 2);
@@ -520,6 +615,11 @@ mod tests {
         let (t, g) = run("</think><answer>Inc</answer>", &p, &[(0, 3)]);
         assert!(g.prompts.is_empty());
         assert!(t[0].turns.is_empty() && t[0].truncated);
-        assert!(t[0].end_reason.as_deref().unwrap().contains("exceeds max_model_len 10"));
+        assert!(
+            t[0].end_reason
+                .as_deref()
+                .unwrap()
+                .contains("exceeds max_model_len 10")
+        );
     }
 }

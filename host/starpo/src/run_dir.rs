@@ -35,7 +35,10 @@ pub enum RunDirError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError + '_ {
-    move |source| RunDirError::Io { path: path.to_path_buf(), source }
+    move |source| RunDirError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// A run directory.
@@ -48,7 +51,9 @@ impl RunDir {
     /// Create (or open) `root`.
     pub fn create(root: &Path) -> Result<Self, RunDirError> {
         std::fs::create_dir_all(root).map_err(io(root))?;
-        Ok(Self { root: root.to_path_buf() })
+        Ok(Self {
+            root: root.to_path_buf(),
+        })
     }
 
     /// The root path.
@@ -88,9 +93,16 @@ impl RunDir {
 
     /// Append one JSON object as a line to `path`, then flush and fsync.
     pub fn append_jsonl(&self, path: &Path, value: &serde_json::Value) -> Result<(), RunDirError> {
-        let mut line = serde_json::to_string(value).map_err(|e| RunDirError::Invalid { path: path.into(), reason: e.to_string() })?;
+        let mut line = serde_json::to_string(value).map_err(|e| RunDirError::Invalid {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
         line.push('\n');
-        let mut f = OpenOptions::new().create(true).append(true).open(path).map_err(io(path))?;
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io(path))?;
         f.write_all(line.as_bytes()).map_err(io(path))?;
         f.flush().map_err(io(path))?;
         f.sync_all().map_err(io(path))
@@ -102,7 +114,12 @@ impl RunDir {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(RunDirError::Io { path: path.into(), source: e }),
+            Err(e) => {
+                return Err(RunDirError::Io {
+                    path: path.into(),
+                    source: e,
+                });
+            }
         };
         let kept: String = text
             .lines()
@@ -125,7 +142,10 @@ impl RunDir {
             .filter(|l| !l.trim().is_empty())
             .enumerate()
             .map(|(i, l)| {
-                serde_json::from_str(l).map_err(|e| RunDirError::Invalid { path: path.clone(), reason: format!("line {}: {e}", i + 1) })
+                serde_json::from_str(l).map_err(|e| RunDirError::Invalid {
+                    path: path.clone(),
+                    reason: format!("line {}: {e}", i + 1),
+                })
             })
             .collect()
     }
@@ -133,7 +153,10 @@ impl RunDir {
 
 /// Write `bytes` to `path` atomically: `path.tmp`, fsync, rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
-    let tmp = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
+    let tmp = path.with_extension(format!(
+        "{}.tmp",
+        path.extension().and_then(|e| e.to_str()).unwrap_or("")
+    ));
     {
         let mut f = File::create(&tmp).map_err(io(&tmp))?;
         f.write_all(bytes).map_err(io(&tmp))?;
@@ -151,7 +174,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let r = RunDir::create(d.path()).unwrap();
         for i in 1..=4u64 {
-            r.append_jsonl(&r.metrics_path(), &serde_json::json!({"iteration": i, "x": i * 2})).unwrap();
+            r.append_jsonl(
+                &r.metrics_path(),
+                &serde_json::json!({"iteration": i, "x": i * 2}),
+            )
+            .unwrap();
         }
         assert_eq!(r.read_metrics().unwrap().len(), 4);
         r.truncate_jsonl_after(&r.metrics_path(), 2).unwrap();

@@ -56,7 +56,9 @@ pub enum TrainError {
 
 impl From<crate::rollout::RolloutError> for TrainError {
     fn from(e: crate::rollout::RolloutError) -> Self {
-        TrainError::Rollout { message: e.to_string() }
+        TrainError::Rollout {
+            message: e.to_string(),
+        }
     }
 }
 
@@ -99,7 +101,11 @@ pub struct EvalResult {
 
 /// Resolve `model.path` ("default" = the cached SmolLM2-135M-Instruct).
 pub fn model_path(cfg: &Config) -> PathBuf {
-    if cfg.model.path == "default" { pol::default_model_path() } else { PathBuf::from(&cfg.model.path) }
+    if cfg.model.path == "default" {
+        pol::default_model_path()
+    } else {
+        PathBuf::from(&cfg.model.path)
+    }
 }
 
 fn trainable(cfg: &Config) -> pol::Trainable {
@@ -126,7 +132,11 @@ pub fn env_tag(cfg: &Config, spec: &EnvSpec) -> String {
 fn prompt_config(cfg: &Config, spec: &EnvSpec) -> PromptConfig {
     PromptConfig {
         system_prompt: cfg.agent_proxy.system_prompt.clone(),
-        prefix: env_prefix(spec, max_actions_per_traj(cfg, spec), &cfg.agent_proxy.action_sep),
+        prefix: env_prefix(
+            spec,
+            max_actions_per_traj(cfg, spec),
+            &cfg.agent_proxy.action_sep,
+        ),
         enable_think: cfg.agent_proxy.enable_think,
         response_length: cfg.rollout.response_length,
         max_context_window: cfg.agent_proxy.max_context_window,
@@ -179,13 +189,20 @@ pub fn evaluate(
     let v = cfg.es_manager.val;
     let seeds = group_seeds(cfg.seed.val, v.env_groups, v.group_size);
     let p = rollout_params(cfg, pool.spec(), cfg.rollout.val_temperature, sampler_seed);
-    let mut generator = PolicyGenerator { model: model.detached(), tokenizer: PolicyTokenizer(tokenizer) };
-    let trajs = rollout(pool, &seeds, &mut generator, &p, &mut |pr| on_progress(pr.generated))?;
+    let mut generator = PolicyGenerator {
+        model: model.detached(),
+        tokenizer: PolicyTokenizer(tokenizer),
+    };
+    let trajs = rollout(pool, &seeds, &mut generator, &p, &mut |pr| {
+        on_progress(pr.generated)
+    })?;
     let mut metrics = rollout_metrics("val-env", &trajs, v.group_size);
     let tok = PolicyTokenizer(tokenizer);
     let mut lens = Vec::new();
     for (i, t) in trajs.iter().enumerate() {
-        if let Some(s) = build_sample(&tok, &p.prompt, t, i, t.score(), false).map_err(|message| TrainError::Rollout { message })? {
+        if let Some(s) = build_sample(&tok, &p.prompt, t, i, t.score(), false)
+            .map_err(|message| TrainError::Rollout { message })?
+        {
             lens.push(s.response_tokens() as f64);
         }
     }
@@ -193,7 +210,13 @@ pub fn evaluate(
     let episodes = trajs.len();
     let success_rate = trajs.iter().filter(|t| t.success).count() as f64 / episodes.max(1) as f64;
     let mean_return = trajs.iter().map(Trajectory::score).sum::<f64>() / episodes.max(1) as f64;
-    Ok(EvalResult { episodes, success_rate, mean_return, metrics, trajectories: trajs })
+    Ok(EvalResult {
+        episodes,
+        success_rate,
+        mean_return,
+        metrics,
+        trajectories: trajs,
+    })
 }
 
 /// Pad per-sample rows to `[B, width]`.
@@ -222,10 +245,14 @@ fn token_batch(samples: &[&Sample], pad_id: u32) -> Result<pol::TokenBatch, Trai
 
 fn rows_of(t: &Tensor, samples: &[&Sample]) -> Result<Vec<Vec<f32>>, TrainError> {
     let rows: Vec<Vec<f32>> = t.to_vec2()?;
-    Ok(rows.into_iter().zip(samples).map(|(mut r, s)| {
-        r.truncate(s.loss_mask.len());
-        r
-    }).collect())
+    Ok(rows
+        .into_iter()
+        .zip(samples)
+        .map(|(mut r, s)| {
+            r.truncate(s.loss_mask.len());
+            r
+        })
+        .collect())
 }
 
 /// Per-sample training arrays (length `L - 1` each).
@@ -261,31 +288,61 @@ impl Trainer {
     /// Load the model (or the checkpoint when resuming), build env pools and optimisers, write
     /// the resolved config.
     pub fn new(setup: TrainSetup) -> Result<Self, TrainError> {
-        let TrainSetup { config: cfg, make_env, plugin_sha256, env_source, reward_functions, run_dir, resume } = setup;
+        let TrainSetup {
+            config: cfg,
+            make_env,
+            plugin_sha256,
+            env_source,
+            reward_functions,
+            run_dir,
+            resume,
+        } = setup;
         let run = RunDir::create(&run_dir)?;
         let seed = cfg.seed.sampler;
         let tr = trainable(&cfg);
         let ckpt = run.checkpoint_path();
         let (policy, iteration) = if resume {
             if !ckpt.join("trainer_state.json").exists() {
-                return Err(TrainError::Resume { path: run_dir.clone(), reason: "no checkpoint/trainer_state.json".into() });
+                return Err(TrainError::Resume {
+                    path: run_dir.clone(),
+                    reason: "no checkpoint/trainer_state.json".into(),
+                });
             }
             let state = pol::read_trainer_state(&ckpt)?;
-            let it = state["iteration"].as_u64().ok_or_else(|| TrainError::Resume {
-                path: ckpt.clone(),
-                reason: "trainer_state.json has no iteration".into(),
-            })? as u32;
-            (pol::Policy::from_pretrained(&pol::policy_dir(&ckpt), seed)?, it)
+            let it = state["iteration"]
+                .as_u64()
+                .ok_or_else(|| TrainError::Resume {
+                    path: ckpt.clone(),
+                    reason: "trainer_state.json has no iteration".into(),
+                })? as u32;
+            (
+                pol::Policy::from_pretrained(&pol::policy_dir(&ckpt), seed)?,
+                it,
+            )
         } else {
             let loaded = pol::load(&model_path(&cfg))?;
             (pol::Policy::new(&loaded, tr.clone(), seed)?, 0)
         };
-        let adam = |lr: f64, wd: f64| pol::AdamWConfig { lr, weight_decay: wd, ..pol::AdamWConfig::default() };
-        let mut actor_opt = pol::AdamW::new(policy.params(), adam(cfg.actor.actor_lr, cfg.actor.weight_decay))?;
+        let adam = |lr: f64, wd: f64| pol::AdamWConfig {
+            lr,
+            weight_decay: wd,
+            ..pol::AdamWConfig::default()
+        };
+        let mut actor_opt = pol::AdamW::new(
+            policy.params(),
+            adam(cfg.actor.actor_lr, cfg.actor.weight_decay),
+        )?;
         let (critic, critic_opt) = if cfg.algorithm.adv_estimator == AdvEstimator::Gae {
-            let loaded = if resume { pol::load(&pol::critic_dir(&ckpt))? } else { pol::load(&model_path(&cfg))? };
+            let loaded = if resume {
+                pol::load(&pol::critic_dir(&ckpt))?
+            } else {
+                pol::load(&model_path(&cfg))?
+            };
             let critic = pol::Critic::new(&loaded, tr.clone(), seed)?;
-            let mut opt = pol::AdamW::new(critic.params(), adam(cfg.critic.critic_lr, cfg.critic.weight_decay))?;
+            let mut opt = pol::AdamW::new(
+                critic.params(),
+                adam(cfg.critic.critic_lr, cfg.critic.weight_decay),
+            )?;
             if resume {
                 critic.load_trainable(&pol::critic_dir(&ckpt))?;
                 opt.load(&pol::critic_dir(&ckpt))?;
@@ -300,9 +357,16 @@ impl Trainer {
             run.truncate_jsonl_after(&run.trajectories_path(), u64::from(iteration))?;
         }
         let needs_ref = cfg.actor.use_kl_loss || cfg.algorithm.use_kl_in_reward;
-        let reference = if needs_ref { Some(policy.reference()?) } else { None };
+        let reference = if needs_ref {
+            Some(policy.reference()?)
+        } else {
+            None
+        };
         let train_pool = make_pool(&make_env, cfg.train_batch_size())?;
-        let val_pool = make_pool(&make_env, cfg.es_manager.val.env_groups * cfg.es_manager.val.group_size)?;
+        let val_pool = make_pool(
+            &make_env,
+            cfg.es_manager.val.env_groups * cfg.es_manager.val.group_size,
+        )?;
         run.write_atomic(&run.config_path(), cfg.to_toml().as_bytes())?;
         let info = serde_json::json!({
             "env_id": train_pool.spec().id,
@@ -311,7 +375,12 @@ impl Trainer {
             "env_source": env_source,
             "model": model_path(&cfg),
         });
-        run.write_atomic(&run.run_info_path(), serde_json::to_string_pretty(&info).unwrap_or_default().as_bytes())?;
+        run.write_atomic(
+            &run.run_info_path(),
+            serde_json::to_string_pretty(&info)
+                .unwrap_or_default()
+                .as_bytes(),
+        )?;
         Ok(Self {
             cfg,
             policy,
@@ -364,26 +433,40 @@ impl Trainer {
             let mut m = self.step(it, on_event)?;
             let last = it == total;
             let tf = self.cfg.trainer.test_freq;
-            if last || (tf > 0 && it % tf == 0) {
+            if last || (tf > 0 && it.is_multiple_of(tf)) {
                 self.validate(it, &mut m, on_event)?;
             }
             self.iteration = it;
             let sf = self.cfg.trainer.save_freq;
             if last || (sf > 0 && i64::from(it) % sf == 0) {
                 let t = Instant::now();
-                on_event(TrainEvent::PhaseStarted { iteration: it, phase: Phase::Checkpoint, units: 1 });
+                on_event(TrainEvent::PhaseStarted {
+                    iteration: it,
+                    phase: Phase::Checkpoint,
+                    units: 1,
+                });
                 self.save_checkpoint()?;
                 m.insert("timing_s/save_checkpoint".into(), t.elapsed().as_secs_f64());
-                on_event(TrainEvent::CheckpointSaved { iteration: it, path: self.run.checkpoint_path() });
+                on_event(TrainEvent::CheckpointSaved {
+                    iteration: it,
+                    path: self.run.checkpoint_path(),
+                });
             }
             m.insert("timing_s/step".into(), t0.elapsed().as_secs_f64());
             self.write_metrics(it, m, on_event)?;
         }
-        on_event(TrainEvent::Finished { iteration: self.iteration });
+        on_event(TrainEvent::Finished {
+            iteration: self.iteration,
+        });
         Ok(())
     }
 
-    fn write_metrics(&self, it: u32, m: Metrics, on_event: &mut dyn FnMut(TrainEvent)) -> Result<(), TrainError> {
+    fn write_metrics(
+        &self,
+        it: u32,
+        m: Metrics,
+        on_event: &mut dyn FnMut(TrainEvent),
+    ) -> Result<(), TrainError> {
         let mut obj = serde_json::Map::new();
         obj.insert("iteration".into(), it.into());
         for (k, v) in &m {
@@ -391,8 +474,12 @@ impl Trainer {
                 obj.insert(k.clone(), (*v).into());
             }
         }
-        self.run.append_jsonl(&self.run.metrics_path(), &serde_json::Value::Object(obj))?;
-        on_event(TrainEvent::Metrics { iteration: it, metrics: m });
+        self.run
+            .append_jsonl(&self.run.metrics_path(), &serde_json::Value::Object(obj))?;
+        on_event(TrainEvent::Metrics {
+            iteration: it,
+            metrics: m,
+        });
         Ok(())
     }
 
@@ -415,23 +502,56 @@ impl Trainer {
         Ok(())
     }
 
-    fn validate(&mut self, it: u32, m: &mut Metrics, on_event: &mut dyn FnMut(TrainEvent)) -> Result<(), TrainError> {
+    fn validate(
+        &mut self,
+        it: u32,
+        m: &mut Metrics,
+        on_event: &mut dyn FnMut(TrainEvent),
+    ) -> Result<(), TrainError> {
         let t = Instant::now();
         let n = self.val_pool.len();
-        on_event(TrainEvent::PhaseStarted { iteration: it, phase: Phase::Validation, units: n });
+        on_event(TrainEvent::PhaseStarted {
+            iteration: it,
+            phase: Phase::Validation,
+            units: n,
+        });
         let model = self.policy.sampler();
-        let seed = self.cfg.seed.sampler.wrapping_add(0x7a11_0000).wrapping_add(u64::from(it));
-        let r = evaluate(&self.cfg, &model, self.policy.tokenizer(), &mut self.val_pool, seed, &mut |done| {
-            on_event(TrainEvent::Progress { iteration: it, phase: Phase::Validation, done });
-        })?;
+        let seed = self
+            .cfg
+            .seed
+            .sampler
+            .wrapping_add(0x7a11_0000)
+            .wrapping_add(u64::from(it));
+        let r = evaluate(
+            &self.cfg,
+            &model,
+            self.policy.tokenizer(),
+            &mut self.val_pool,
+            seed,
+            &mut |done| {
+                on_event(TrainEvent::Progress {
+                    iteration: it,
+                    phase: Phase::Validation,
+                    done,
+                });
+            },
+        )?;
         self.log_trajectories(it, "val", &r.trajectories)?;
         m.extend(r.metrics);
         m.insert("timing_s/testing".into(), t.elapsed().as_secs_f64());
         Ok(())
     }
 
-    fn log_trajectories(&self, it: u32, split: &str, trajs: &[Trajectory]) -> Result<(), TrainError> {
-        for t in trajs.iter().take(self.cfg.trainer.log_trajectories as usize) {
+    fn log_trajectories(
+        &self,
+        it: u32,
+        split: &str,
+        trajs: &[Trajectory],
+    ) -> Result<(), TrainError> {
+        for t in trajs
+            .iter()
+            .take(self.cfg.trainer.log_trajectories as usize)
+        {
             let mut v = serde_json::to_value(t).unwrap_or_default();
             if let Some(o) = v.as_object_mut() {
                 o.insert("iteration".into(), it.into());
@@ -445,21 +565,50 @@ impl Trainer {
     }
 
     /// Rollout, rewards, filter: the kept samples and rollout metrics.
-    fn collect(&mut self, it: u32, on_event: &mut dyn FnMut(TrainEvent)) -> Result<(Vec<Sample>, Metrics), TrainError> {
+    fn collect(
+        &mut self,
+        it: u32,
+        on_event: &mut dyn FnMut(TrainEvent),
+    ) -> Result<(Vec<Sample>, Metrics), TrainError> {
         let cfg = &self.cfg;
         let g = cfg.es_manager.train;
         let rollout_index = u64::from((it - 1) / cfg.trainer.online_k);
         let base = cfg.seed.train + g.env_groups as u64 * rollout_index;
         let seeds = group_seeds(base, g.env_groups, g.group_size);
-        let sampler_seed = cfg.seed.sampler.wrapping_add(rollout_index.wrapping_mul(7919));
-        let p = rollout_params(cfg, self.train_pool.spec(), cfg.rollout.temperature, sampler_seed);
+        let sampler_seed = cfg
+            .seed
+            .sampler
+            .wrapping_add(rollout_index.wrapping_mul(7919));
+        let p = rollout_params(
+            cfg,
+            self.train_pool.spec(),
+            cfg.rollout.temperature,
+            sampler_seed,
+        );
         let t = Instant::now();
-        on_event(TrainEvent::PhaseStarted { iteration: it, phase: Phase::Rollout, units: seeds.len() });
+        on_event(TrainEvent::PhaseStarted {
+            iteration: it,
+            phase: Phase::Rollout,
+            units: seeds.len(),
+        });
         let tokenizer = self.policy.tokenizer().clone();
-        let mut generator = PolicyGenerator { model: self.policy.sampler(), tokenizer: PolicyTokenizer(&tokenizer) };
-        let mut trajs = rollout(&mut self.train_pool, &seeds, &mut generator, &p, &mut |pr| {
-            on_event(TrainEvent::Progress { iteration: it, phase: Phase::Rollout, done: pr.generated });
-        })?;
+        let mut generator = PolicyGenerator {
+            model: self.policy.sampler(),
+            tokenizer: PolicyTokenizer(&tokenizer),
+        };
+        let mut trajs = rollout(
+            &mut self.train_pool,
+            &seeds,
+            &mut generator,
+            &p,
+            &mut |pr| {
+                on_event(TrainEvent::Progress {
+                    iteration: it,
+                    phase: Phase::Rollout,
+                    done: pr.generated,
+                });
+            },
+        )?;
         let mut m = Metrics::new();
         m.insert("timing_s/gen".into(), t.elapsed().as_secs_f64());
         // Reward-function plugins add to the env rewards.
@@ -475,7 +624,10 @@ impl Trainer {
                     _ => errors += 1.0,
                 }
             }
-            m.insert(format!("reward/{}/mean", rf.name()), total / trajs.len().max(1) as f64);
+            m.insert(
+                format!("reward/{}/mean", rf.name()),
+                total / trajs.len().max(1) as f64,
+            );
             m.insert(format!("reward/{}/errors", rf.name()), errors);
         }
         m.extend(rollout_metrics("train", &trajs, g.group_size));
@@ -501,8 +653,15 @@ impl Trainer {
         let mut samples = Vec::new();
         let mut lens = Vec::new();
         for (i, t) in trajs.iter().enumerate() {
-            let s = build_sample(&tok, &p.prompt, t, i, scores[i], cfg.agent_proxy.use_turn_scores)
-                .map_err(|message| TrainError::Rollout { message })?;
+            let s = build_sample(
+                &tok,
+                &p.prompt,
+                t,
+                i,
+                scores[i],
+                cfg.agent_proxy.use_turn_scores,
+            )
+            .map_err(|message| TrainError::Rollout { message })?;
             if let Some(s) = s {
                 lens.push(s.response_tokens() as f64);
                 if out.kept_groups.contains(&t.group) && s.response_tokens() > 0 {
@@ -517,8 +676,12 @@ impl Trainer {
     }
 
     /// One iteration's rollout (or Online-k reuse) and update.
-    fn step(&mut self, it: u32, on_event: &mut dyn FnMut(TrainEvent)) -> Result<Metrics, TrainError> {
-        let fresh = (it - 1) % self.cfg.trainer.online_k == 0 || self.cached.is_none();
+    fn step(
+        &mut self,
+        it: u32,
+        on_event: &mut dyn FnMut(TrainEvent),
+    ) -> Result<Metrics, TrainError> {
+        let fresh = (it - 1).is_multiple_of(self.cfg.trainer.online_k) || self.cached.is_none();
         let (samples, mut m) = if fresh {
             let (s, m) = self.collect(it, on_event)?;
             self.cached = Some((s.clone(), m.clone()));
@@ -551,7 +714,11 @@ impl Trainer {
     ) -> Result<Prepared, TrainError> {
         let t = Instant::now();
         let mb = self.cfg.actor.micro_batch_size;
-        on_event(TrainEvent::PhaseStarted { iteration: it, phase: Phase::Score, units: samples.len() });
+        on_event(TrainEvent::PhaseStarted {
+            iteration: it,
+            phase: Phase::Score,
+            units: samples.len(),
+        });
         let sampler = self.policy.sampler();
         let pad = self.pad_id();
         let (mut old_logp, mut ref_logp, mut values) = (Vec::new(), Vec::new(), Vec::new());
@@ -568,7 +735,11 @@ impl Trainer {
                 let tlen = batch.seq_len();
                 values.extend(rows_of(&v.narrow(1, 0, tlen - 1)?, &refs)?);
             }
-            on_event(TrainEvent::Progress { iteration: it, phase: Phase::Score, done: old_logp.len() });
+            on_event(TrainEvent::Progress {
+                iteration: it,
+                phase: Phase::Score,
+                done: old_logp.len(),
+            });
         }
         m.insert("timing_s/old_log_prob".into(), t.elapsed().as_secs_f64());
         let masked_mean_rows = |rows: &[Vec<f32>]| {
@@ -588,8 +759,15 @@ impl Trainer {
         // Token rewards (+ optional KL penalty in the reward).
         let mut rewards: Vec<Vec<f32>> = samples.iter().map(|s| s.token_rewards.clone()).collect();
         if self.cfg.algorithm.use_kl_in_reward && !ref_logp.is_empty() {
-            let (coef, kind) = (self.cfg.algorithm.kl_coef as f32, self.cfg.algorithm.kl_penalty);
-            for ((r, s), (o, rf)) in rewards.iter_mut().zip(&samples).zip(old_logp.iter().zip(&ref_logp)) {
+            let (coef, kind) = (
+                self.cfg.algorithm.kl_coef as f32,
+                self.cfg.algorithm.kl_penalty,
+            );
+            for ((r, s), (o, rf)) in rewards
+                .iter_mut()
+                .zip(&samples)
+                .zip(old_logp.iter().zip(&ref_logp))
+            {
                 for j in 0..r.len() {
                     r[j] -= coef * kl_estimate(o[j], rf[j], kind) * s.loss_mask[j];
                 }
@@ -598,7 +776,10 @@ impl Trainer {
         let t = Instant::now();
         let (adv, returns) = match self.cfg.algorithm.adv_estimator {
             AdvEstimator::Gae => {
-                let (g, l) = (self.cfg.algorithm.gamma as f32, self.cfg.algorithm.lam as f32);
+                let (g, l) = (
+                    self.cfg.algorithm.gamma as f32,
+                    self.cfg.algorithm.lam as f32,
+                );
                 let (mut adv, mut ret) = (Vec::new(), Vec::new());
                 for ((r, v), s) in rewards.iter().zip(&values).zip(&samples) {
                     let (a, rt) = gae(r, v, &s.loss_mask, g, l);
@@ -610,18 +791,34 @@ impl Trainer {
                 (adv, ret)
             }
             AdvEstimator::Grpo => {
-                let scores: Vec<f64> = rewards.iter().map(|r| r.iter().map(|x| f64::from(*x)).sum()).collect();
+                let scores: Vec<f64> = rewards
+                    .iter()
+                    .map(|r| r.iter().map(|x| f64::from(*x)).sum())
+                    .collect();
                 let groups: Vec<usize> = samples.iter().map(|s| s.group).collect();
-                let a = grpo_outcome(&scores, &groups, self.cfg.algorithm.norm_adv_by_std_in_grpo, 1e-6);
-                let adv: Vec<Vec<f32>> =
-                    samples.iter().zip(&a).map(|(s, a)| s.loss_mask.iter().map(|w| w * *a as f32).collect()).collect();
+                let a = grpo_outcome(
+                    &scores,
+                    &groups,
+                    self.cfg.algorithm.norm_adv_by_std_in_grpo,
+                    1e-6,
+                );
+                let adv: Vec<Vec<f32>> = samples
+                    .iter()
+                    .zip(&a)
+                    .map(|(s, a)| s.loss_mask.iter().map(|w| w * *a as f32).collect())
+                    .collect();
                 (adv.clone(), adv)
             }
         };
         let flat = |rows: &[Vec<f32>]| -> Vec<f64> {
             rows.iter()
                 .zip(&samples)
-                .flat_map(|(r, s)| r.iter().zip(&s.loss_mask).filter(|(_, w)| **w > 0.0).map(|(x, _)| f64::from(*x)))
+                .flat_map(|(r, s)| {
+                    r.iter()
+                        .zip(&s.loss_mask)
+                        .filter(|(_, w)| **w > 0.0)
+                        .map(|(x, _)| f64::from(*x))
+                })
                 .collect()
         };
         add_stats(m, "critic/advantages", &flat(&adv));
@@ -630,19 +827,44 @@ impl Trainer {
             add_stats(m, "critic/values", &flat(&values));
         }
         m.insert("timing_s/adv".into(), t.elapsed().as_secs_f64());
-        Ok(Prepared { samples, old_logp, values, adv, returns, ref_logp })
+        Ok(Prepared {
+            samples,
+            old_logp,
+            values,
+            adv,
+            returns,
+            ref_logp,
+        })
     }
 
-    fn update(&mut self, it: u32, p: &Prepared, m: &mut Metrics, on_event: &mut dyn FnMut(TrainEvent)) -> Result<(), TrainError> {
+    fn update(
+        &mut self,
+        it: u32,
+        p: &Prepared,
+        m: &mut Metrics,
+        on_event: &mut dyn FnMut(TrainEvent),
+    ) -> Result<(), TrainError> {
         let cfg = self.cfg.clone();
         let (mini, micro) = (cfg.actor.ppo_mini_batch_size, cfg.actor.micro_batch_size);
         let n = p.samples.len();
         let idx: Vec<usize> = (0..n).collect();
-        let micro_total = cfg.actor.ppo_epochs as usize * idx.chunks(mini).map(|c| c.len().div_ceil(micro)).sum::<usize>();
-        on_event(TrainEvent::PhaseStarted { iteration: it, phase: Phase::Update, units: micro_total });
+        let micro_total = cfg.actor.ppo_epochs as usize
+            * idx
+                .chunks(mini)
+                .map(|c| c.len().div_ceil(micro))
+                .sum::<usize>();
+        on_event(TrainEvent::PhaseStarted {
+            iteration: it,
+            phase: Phase::Update,
+            units: micro_total,
+        });
         let device = self.policy.model().device().clone();
         let pad = self.pad_id();
-        let clip = ClipParams { low: cfg.actor.clip_ratio_low, high: cfg.actor.clip_ratio_high, dual: cfg.actor.clip_ratio_c };
+        let clip = ClipParams {
+            low: cfg.actor.clip_ratio_low,
+            high: cfg.actor.clip_ratio_high,
+            dual: cfg.actor.clip_ratio_c,
+        };
         let update_actor = it > cfg.trainer.critic_warmup;
         let mut acc: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
         let mut add = |k: &'static str, v: f64| {
@@ -664,16 +886,33 @@ impl Trainer {
                         let refs: Vec<&Sample> = mc.iter().map(|&i| &p.samples[i]).collect();
                         let batch = token_batch(&refs, pad)?;
                         let w = batch.seq_len() - 1;
-                        let rows = |v: &[Vec<f32>]| pad_rows(&mc.iter().map(|&i| v[i].as_slice()).collect::<Vec<_>>(), w, &device);
+                        let rows = |v: &[Vec<f32>]| {
+                            pad_rows(
+                                &mc.iter().map(|&i| v[i].as_slice()).collect::<Vec<_>>(),
+                                w,
+                                &device,
+                            )
+                        };
                         let mask = rows(&masks)?;
                         let vpred = critic.values(&batch)?.narrow(1, 0, w)?;
-                        let vl = value_loss(&vpred, &rows(&p.values)?, &rows(&p.returns)?, &mask, cfg.critic.cliprange_value)?;
+                        let vl = value_loss(
+                            &vpred,
+                            &rows(&p.values)?,
+                            &rows(&p.returns)?,
+                            &mask,
+                            cfg.critic.cliprange_value,
+                        )?;
                         add("critic/vf_loss", f64::from(vl.vf_loss.to_scalar::<f32>()?));
                         add("critic/vf_clipfrac", f64::from(vl.vf_clipfrac));
-                        add("critic/vpred_mean", f64::from(masked_mean(&vpred, &mask)?.to_scalar::<f32>()?));
+                        add(
+                            "critic/vpred_mean",
+                            f64::from(masked_mean(&vpred, &mask)?.to_scalar::<f32>()?),
+                        );
                         let store = (vl.vf_loss / accum)?.backward()?;
                         match &mut grads {
-                            None => grads = Some(pol::ParamGrads::from_store(store, critic.params())),
+                            None => {
+                                grads = Some(pol::ParamGrads::from_store(store, critic.params()))
+                            }
                             Some(g) => g.accumulate(store, critic.params())?,
                         }
                     }
@@ -695,14 +934,29 @@ impl Trainer {
                     let refs: Vec<&Sample> = mc.iter().map(|&i| &p.samples[i]).collect();
                     let batch = token_batch(&refs, pad)?;
                     let w = batch.seq_len() - 1;
-                    let rows = |v: &[Vec<f32>]| pad_rows(&mc.iter().map(|&i| v[i].as_slice()).collect::<Vec<_>>(), w, &device);
+                    let rows = |v: &[Vec<f32>]| {
+                        pad_rows(
+                            &mc.iter().map(|&i| v[i].as_slice()).collect::<Vec<_>>(),
+                            w,
+                            &device,
+                        )
+                    };
                     let sc = pol::score(self.policy.model(), &batch)?;
                     let mask = sc.mask.clone();
-                    let pl = policy_loss(&sc.logprobs, &rows(&p.old_logp)?, &rows(&p.adv)?, &mask, clip)?;
+                    let pl = policy_loss(
+                        &sc.logprobs,
+                        &rows(&p.old_logp)?,
+                        &rows(&p.adv)?,
+                        &mask,
+                        clip,
+                    )?;
                     let entropy = masked_mean(&sc.entropy, &mask)?;
                     let mut loss = (&pl.pg_loss - (&entropy * cfg.actor.entropy_coeff)?)?;
                     if cfg.actor.use_kl_loss && !p.ref_logp.is_empty() {
-                        let kl = masked_mean(&kl_tensor(&sc.logprobs, &rows(&p.ref_logp)?, cfg.actor.kl_loss_type)?, &mask)?;
+                        let kl = masked_mean(
+                            &kl_tensor(&sc.logprobs, &rows(&p.ref_logp)?, cfg.actor.kl_loss_type)?,
+                            &mask,
+                        )?;
                         add("actor/kl_loss", f64::from(kl.to_scalar::<f32>()?));
                         loss = (loss + (kl * cfg.actor.kl_loss_coef)?)?;
                     }
@@ -713,11 +967,17 @@ impl Trainer {
                     add("actor/entropy_loss", f64::from(entropy.to_scalar::<f32>()?));
                     let store = (loss / accum)?.backward()?;
                     match &mut grads {
-                        None => grads = Some(pol::ParamGrads::from_store(store, self.policy.params())),
+                        None => {
+                            grads = Some(pol::ParamGrads::from_store(store, self.policy.params()))
+                        }
                         Some(g) => g.accumulate(store, self.policy.params())?,
                     }
                     done += 1;
-                    on_event(TrainEvent::Progress { iteration: it, phase: Phase::Update, done });
+                    on_event(TrainEvent::Progress {
+                        iteration: it,
+                        phase: Phase::Update,
+                        done,
+                    });
                 }
                 if let Some(mut g) = grads {
                     let norm = pol::clip_grad_norm(&mut g, cfg.actor.grad_clip)?;

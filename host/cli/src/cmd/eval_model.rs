@@ -18,17 +18,30 @@ use std::process::ExitCode;
 fn load_model(spec: &str) -> anyhow::Result<(pol::LlamaModel, pol::Tokenizer, PathBuf)> {
     if spec == "default" {
         let loaded = pol::load(&pol::default_model_path())?;
-        return Ok((loaded.frozen_model()?, loaded.tokenizer.clone(), loaded.source.clone()));
+        return Ok((
+            loaded.frozen_model()?,
+            loaded.tokenizer.clone(),
+            loaded.source.clone(),
+        ));
     }
     let p = Path::new(spec);
-    for dir in [p.join("checkpoint").join("policy"), p.join("policy"), p.to_path_buf()] {
+    for dir in [
+        p.join("checkpoint").join("policy"),
+        p.join("policy"),
+        p.to_path_buf(),
+    ] {
         if dir.join("config.json").exists() && dir.join("model.safetensors").exists() {
-            let policy = pol::Policy::from_pretrained(&dir, 0).with_context(|| format!("failed to load {}", dir.display()))?;
+            let policy = pol::Policy::from_pretrained(&dir, 0)
+                .with_context(|| format!("failed to load {}", dir.display()))?;
             return Ok((policy.sampler(), policy.tokenizer().clone(), dir));
         }
     }
     let loaded = pol::load(p).with_context(|| format!("failed to load model {spec}"))?;
-    Ok((loaded.frozen_model()?, loaded.tokenizer.clone(), loaded.source.clone()))
+    Ok((
+        loaded.frozen_model()?,
+        loaded.tokenizer.clone(),
+        loaded.source.clone(),
+    ))
 }
 
 /// Run the validation protocol and print `episodes`, `success_rate`, `mean_return`.
@@ -59,11 +72,20 @@ pub fn run_model(
     let grants = sandbox.grants()?;
     let n = cfg.es_manager.val.env_groups * cfg.es_manager.val.group_size;
     let envs = (0..n)
-        .map(|_| -> Result<Box<dyn Env>, EnvCallError> { Ok(Box::new(plugin.new_env(&cfg.env.config, grants.clone())?)) })
+        .map(|_| -> Result<Box<dyn Env>, EnvCallError> {
+            Ok(Box::new(plugin.new_env(&cfg.env.config, grants.clone())?))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut pool = EnvPool::new(envs);
     let (model, tokenizer, source) = load_model(model)?;
-    let r = evaluate(&cfg, &model, &tokenizer, &mut pool, cfg.seed.sampler, &mut |_| {})?;
+    let r = evaluate(
+        &cfg,
+        &model,
+        &tokenizer,
+        &mut pool,
+        cfg.seed.sampler,
+        &mut |_| {},
+    )?;
     if json {
         let v = serde_json::json!({
             "env": pool.spec().id,
@@ -75,7 +97,13 @@ pub fn run_model(
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("env {} | model {} | {} episodes (seeds {}..)", pool.spec().id, source.display(), r.episodes, cfg.seed.val);
+        println!(
+            "env {} | model {} | {} episodes (seeds {}..)",
+            pool.spec().id,
+            source.display(),
+            r.episodes,
+            cfg.seed.val
+        );
         println!("success rate  {:.4}", r.success_rate);
         println!("mean return   {:.4}", r.mean_return);
     }

@@ -35,7 +35,9 @@ const CURVES: [&str; 6] = [
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let run = RunDir::create(&args.run_dir)?;
-    let lines = run.read_metrics().with_context(|| format!("failed to read metrics of {}", args.run_dir.display()))?;
+    let lines = run
+        .read_metrics()
+        .with_context(|| format!("failed to read metrics of {}", args.run_dir.display()))?;
     let out = args.out.unwrap_or_else(|| args.run_dir.join("plots"));
     std::fs::create_dir_all(&out).with_context(|| format!("failed to create {}", out.display()))?;
     let mut names: Vec<String> = lines
@@ -58,7 +60,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         draw(&file, &pts).with_context(|| format!("failed to draw {}", file.display()))?;
         let (lo, hi) = range(&pts);
         let series: Vec<String> = pts.iter().map(|(x, y)| format!("{x}:{y:.4}")).collect();
-        println!("{name} [{lo:.4}, {hi:.4}] -> {}\n  {}", file.display(), series.join(" "));
+        println!(
+            "{name} [{lo:.4}, {hi:.4}] -> {}\n  {}",
+            file.display(),
+            series.join(" ")
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -72,8 +78,16 @@ fn range(pts: &[(f64, f64)]) -> (f64, f64) {
 fn draw(path: &Path, pts: &[(f64, f64)]) -> anyhow::Result<()> {
     let root = BitMapBackend::new(path, (640, 400)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let x0 = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min).min(0.0);
-    let x1 = pts.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max).max(x0 + 1.0);
+    let x0 = pts
+        .iter()
+        .map(|p| p.0)
+        .fold(f64::INFINITY, f64::min)
+        .min(0.0);
+    let x1 = pts
+        .iter()
+        .map(|p| p.0)
+        .fold(f64::NEG_INFINITY, f64::max)
+        .max(x0 + 1.0);
     let (mut y0, mut y1) = range(pts);
     if !(y1 > y0) {
         y0 -= 0.5;
@@ -89,7 +103,9 @@ fn draw(path: &Path, pts: &[(f64, f64)]) -> anyhow::Result<()> {
     for i in 0..=4 {
         let y = y0 - pad + (y1 - y0 + 2.0 * pad) * f64::from(i) / 4.0;
         let x = x0 + (x1 - x0) * f64::from(i) / 4.0;
-        chart.draw_series(LineSeries::new([(x0, y), (x1, y)], &grey)).map_err(|e| anyhow::anyhow!("{e}"))?;
+        chart
+            .draw_series(LineSeries::new([(x0, y), (x1, y)], &grey))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         chart
             .draw_series(LineSeries::new([(x, y0 - pad), (x, y1 + pad)], &grey))
             .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -49,26 +49,34 @@ pub struct Args {
 }
 
 fn env_name(spec: &str) -> String {
-    Path::new(spec).file_stem().map_or_else(|| spec.to_string(), |s| s.to_string_lossy().into_owned())
+    Path::new(spec)
+        .file_stem()
+        .map_or_else(|| spec.to_string(), |s| s.to_string_lossy().into_owned())
 }
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (mut builder, env_spec, run_dir) = match &args.resume {
         Some(dir) => {
-            let info: serde_json::Value = serde_json::from_str(
-                &std::fs::read_to_string(dir.join("run.json"))
-                    .with_context(|| format!("failed to read {}", dir.join("run.json").display()))?,
-            )
-            .with_context(|| format!("failed to parse {}", dir.join("run.json").display()))?;
+            let info: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).with_context(
+                    || format!("failed to read {}", dir.join("run.json").display()),
+                )?)
+                .with_context(|| format!("failed to parse {}", dir.join("run.json").display()))?;
             let env = match &args.env {
                 Some(e) => e.clone(),
-                None => info["env_source"].as_str().context("run.json has no env_source; pass --env")?.to_string(),
+                None => info["env_source"]
+                    .as_str()
+                    .context("run.json has no env_source; pass --env")?
+                    .to_string(),
             };
             (Trainer::resume_config(dir)?, env, dir.clone())
         }
         None => {
-            let env = args.env.clone().context("--env PLUGIN is required (or --resume DIR)")?;
+            let env = args
+                .env
+                .clone()
+                .context("--env PLUGIN is required (or --resume DIR)")?;
             let mut b = ConfigBuilder::new();
             if !cfg!(feature = "cuda") && !args.no_cpu_profile {
                 b = b.layer_str(CPU_PROFILE_TOML, "the CPU profile (configs/cpu.toml)")?;
@@ -80,7 +88,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 b = b.layer_file(f)?;
             }
             let dir = args.run_dir.clone().unwrap_or_else(|| {
-                let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
                 PathBuf::from("runs").join(format!("{}-{t}", env_name(&env)))
             });
             (b, env, dir)
@@ -102,9 +112,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let grants = args.sandbox.grants()?;
     let env_config = config.env.config.clone();
     let sha = plugin.info().sha256.clone();
-    let make_env: ragen_gym_starpo::EnvFactory = Box::new(move || -> Result<Box<dyn Env>, EnvCallError> {
-        Ok(Box::new(plugin.new_env(&env_config, grants.clone())?))
-    });
+    let make_env: ragen_gym_starpo::EnvFactory =
+        Box::new(move || -> Result<Box<dyn Env>, EnvCallError> {
+            Ok(Box::new(plugin.new_env(&env_config, grants.clone())?))
+        });
     let mut trainer = Trainer::new(TrainSetup {
         config,
         make_env,
@@ -117,7 +128,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     .context("failed to set up training")?;
     eprintln!("run directory: {}", trainer.run_dir().display());
     let mut reporter = Reporter::new();
-    trainer.train(&mut |e| reporter.on_event(e)).context("training failed")?;
+    trainer
+        .train(&mut |e| reporter.on_event(e))
+        .context("training failed")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -134,30 +147,49 @@ struct Reporter {
 
 impl Reporter {
     fn new() -> Self {
-        Self { bar: None, total: 0 }
+        Self {
+            bar: None,
+            total: 0,
+        }
     }
 
     fn on_event(&mut self, e: TrainEvent) {
         match e {
-            TrainEvent::Started { start_iteration, total, trainable_params, batch } => {
+            TrainEvent::Started {
+                start_iteration,
+                total,
+                trainable_params,
+                batch,
+            } => {
                 self.total = total;
                 eprintln!(
                     "training iterations {start_iteration}..={total}: {batch} trajectories per rollout, \
                      {trainable_params} trainable parameters"
                 );
             }
-            TrainEvent::PhaseStarted { iteration, phase, units } => {
+            TrainEvent::PhaseStarted {
+                iteration,
+                phase,
+                units,
+            } => {
                 if let Some(b) = self.bar.take() {
                     b.finish_and_clear();
                 }
                 if !std::io::stderr().is_terminal() {
-                    eprintln!("iteration {iteration}/{}: {} ({units} units)", self.total, phase.name());
+                    eprintln!(
+                        "iteration {iteration}/{}: {} ({units} units)",
+                        self.total,
+                        phase.name()
+                    );
                 }
-                let bar = ProgressBar::with_draw_target(Some(units as u64), ProgressDrawTarget::stderr());
+                let bar =
+                    ProgressBar::with_draw_target(Some(units as u64), ProgressDrawTarget::stderr());
                 bar.set_style(
-                    ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} {elapsed_precise}")
-                        .unwrap_or_else(|_| ProgressStyle::default_bar())
-                        .progress_chars("=> "),
+                    ProgressStyle::with_template(
+                        "{prefix:>14} [{bar:30}] {pos}/{len} {elapsed_precise}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
                 );
                 bar.set_prefix(format!("{iteration}/{} {}", self.total, phase.name()));
                 self.bar = Some(bar);
@@ -174,7 +206,10 @@ impl Reporter {
                     b.finish_and_clear();
                 }
                 let pick = |suffix: &str| {
-                    metrics.iter().find(|(k, _)| k.ends_with(suffix)).map(|(k, v)| format!("{k}={v:.4}"))
+                    metrics
+                        .iter()
+                        .find(|(k, _)| k.ends_with(suffix))
+                        .map(|(k, v)| format!("{k}={v:.4}"))
                 };
                 let parts: Vec<String> = [
                     "/success",
@@ -204,7 +239,10 @@ impl Reporter {
                 if let Some(b) = self.bar.take() {
                     b.finish_and_clear();
                 }
-                eprintln!("iteration {iteration}: checkpoint saved to {}", path.display());
+                eprintln!(
+                    "iteration {iteration}: checkpoint saved to {}",
+                    path.display()
+                );
             }
             TrainEvent::Finished { iteration } => {
                 if let Some(b) = self.bar.take() {
