@@ -47,15 +47,14 @@ fn check_target() {
         .output()
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if let Some(sysroot) = sysroot {
-        if !Path::new(&sysroot)
+    if let Some(sysroot) = sysroot
+        && !Path::new(&sysroot)
             .join("lib/rustlib/wasm32-wasip2")
             .is_dir()
-        {
-            panic!(
-                "the Rust target wasm32-wasip2 is not installed (needed to build the built-in plugins); run scripts/setup.sh (or `rustup target add wasm32-wasip2`)"
-            );
-        }
+    {
+        panic!(
+            "the Rust target wasm32-wasip2 is not installed (needed to build the built-in plugins); run scripts/setup.sh (or `rustup target add wasm32-wasip2`)"
+        );
     }
 }
 

@@ -46,11 +46,9 @@ fn main() {
         "/// Built-in plugins: (name, component bytes).\npub static BUILTINS: &[(&str, &[u8])] = &[\n",
     );
     for (name, package, stem, required) in PLUGINS {
-        if !required {
-            if let Err(e) = cargo_build(&root, &target_dir, &[package]) {
-                println!("cargo:warning=optional built-in `{name}` ({package}) not embedded: {e}");
-                continue;
-            }
+        if !required && let Err(e) = cargo_build(&root, &target_dir, &[package]) {
+            println!("cargo:warning=optional built-in `{name}` ({package}) not embedded: {e}");
+            continue;
         }
         let artifact = target_dir.join(format!("wasm32-wasip2/wasm-plugin/{stem}.wasm"));
         if !required
@@ -81,15 +79,14 @@ fn check_target() {
         .output()
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if let Some(sysroot) = sysroot {
-        if !Path::new(&sysroot)
+    if let Some(sysroot) = sysroot
+        && !Path::new(&sysroot)
             .join("lib/rustlib/wasm32-wasip2")
             .is_dir()
-        {
-            panic!(
-                "the Rust target wasm32-wasip2 is not installed (needed to build the built-in plugins); run scripts/setup.sh (or `rustup target add wasm32-wasip2`)"
-            );
-        }
+    {
+        panic!(
+            "the Rust target wasm32-wasip2 is not installed (needed to build the built-in plugins); run scripts/setup.sh (or `rustup target add wasm32-wasip2`)"
+        );
     }
 }
 

@@ -74,10 +74,10 @@ impl CompileCache {
         bytes: &[u8],
     ) -> wasmtime::Result<Component> {
         let component = Component::new(engine, bytes)?;
-        if let Some(path) = self.path(sha256) {
-            if let Err(e) = store(&path, &component) {
-                tracing::warn!(path = %path.display(), "could not write compiled cache entry: {e}");
-            }
+        if let Some(path) = self.path(sha256)
+            && let Err(e) = store(&path, &component)
+        {
+            tracing::warn!(path = %path.display(), "could not write compiled cache entry: {e}");
         }
         Ok(component)
     }
