@@ -91,19 +91,19 @@ impl ModelConfig {
         if h == 0 || self.hidden_size == 0 || self.num_hidden_layers == 0 || self.vocab_size == 0 {
             return Err("sizes must be positive".into());
         }
-        if self.head_dim.is_none() && self.hidden_size % h != 0 {
+        if self.head_dim.is_none() && !self.hidden_size.is_multiple_of(h) {
             return Err(format!(
                 "hidden_size {} is not divisible by num_attention_heads {h}",
                 self.hidden_size
             ));
         }
-        if h % self.num_kv_heads() != 0 {
+        if !h.is_multiple_of(self.num_kv_heads()) {
             return Err(format!(
                 "num_attention_heads {h} is not a multiple of num_key_value_heads {}",
                 self.num_kv_heads()
             ));
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             return Err("head_dim must be even for RoPE".into());
         }
         if !matches!(self.model_type.as_str(), "llama" | "qwen2") {

@@ -1,7 +1,7 @@
 //! LoRA (Hu et al. 2021, arXiv 2106.09685): `W x + (alpha / r) · B A x` with `A` random, `B` zero,
 //! and a frozen-weight matmul whose backward computes only the input gradient.
 
-use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Shape, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::{PolicyError, Result};
@@ -155,4 +155,100 @@ pub(crate) fn frozen_matmul(x: &Tensor, weight: &Tensor) -> Result<Tensor> {
         weight,
         result: std::sync::Mutex::new(Some(result)),
     })?)
+}
+
+/// Copy a precomputed tensor into a fresh `CpuStorage` (the forward of the fused ops).
+fn take_result(
+    slot: &std::sync::Mutex<Option<Tensor>>,
+    op: &'static str,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let result = slot
+        .lock()
+        .map_err(|_| candle_core::Error::Msg(format!("{op}: poisoned lock")))?
+        .take()
+        .ok_or_else(|| candle_core::Error::Msg(format!("{op}: forward ran twice")))?;
+    let flat = result.flatten_all()?;
+    let storage = match result.dtype() {
+        DType::F32 => CpuStorage::F32(flat.to_vec1()?),
+        DType::BF16 => CpuStorage::BF16(flat.to_vec1()?),
+        DType::F16 => CpuStorage::F16(flat.to_vec1()?),
+        DType::F64 => CpuStorage::F64(flat.to_vec1()?),
+        dt => return Err(candle_core::Error::UnsupportedDTypeForOp(dt, op)),
+    };
+    Ok((storage, result.shape().clone()))
+}
+
+/// `y = x Wᵀ + s · (x Aᵀ) Bᵀ` with `W` constant, as one graph node on (x, A, B): the graph keeps
+/// only its output alive (not the base product, the low-rank product and their sum), and the
+/// backward computes `dx = dy W + s (dy B) A`, `dA = s (dy B)ᵀ x`, `dB = s dyᵀ (x Aᵀ)` and never
+/// the frozen weight's gradient.
+pub(crate) struct LoraMatmul {
+    /// [out, in], detached.
+    pub(crate) weight: Tensor,
+    pub(crate) scale: f64,
+    /// The precomputed output [N, out], taken by the forward.
+    pub(crate) result: std::sync::Mutex<Option<Tensor>>,
+}
+
+impl CustomOp3 for LoraMatmul {
+    fn name(&self) -> &'static str {
+        "lora-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        take_result(&self.result, "lora-matmul")
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        a: &Tensor,
+        b: &Tensor,
+        _res: &Tensor,
+        g: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (x, a, b) = (x.detach(), a.detach(), b.detach());
+        let gb = g.matmul(&b)?.affine(self.scale, 0.0)?; // [N, r]
+        let dx = (g.matmul(&self.weight)? + gb.matmul(&a)?)?; // [N, in]
+        let da = gb.t()?.matmul(&x)?; // [r, in]
+        let xa = x.matmul(&a.t()?)?; // [N, r]
+        let db = g.t()?.matmul(&xa)?.affine(self.scale, 0.0)?; // [out, r]
+        Ok((Some(dx), Some(da), Some(db)))
+    }
+}
+
+/// `x Wᵀ + scale · x Aᵀ Bᵀ` for a frozen `W` [out, in], adapters `A` [r, in], `B` [out, r] and a
+/// 2-D `x` [N, in]; [N, out]. CPU only (the caller falls back to separate ops elsewhere).
+pub(crate) fn lora_matmul(
+    x: &Tensor,
+    weight: &Tensor,
+    a: &Tensor,
+    b: &Tensor,
+    scale: f64,
+) -> Result<Tensor> {
+    let weight = weight.detach();
+    let xd = x.detach();
+    let base = xd.matmul(&weight.t()?)?;
+    let low = xd
+        .matmul(&a.detach().t()?)?
+        .matmul(&b.detach().t()?)?
+        .affine(scale, 0.0)?;
+    let result = (base + low)?.contiguous()?;
+    Ok(x.apply_op3(
+        a,
+        b,
+        LoraMatmul {
+            weight,
+            scale,
+            result: std::sync::Mutex::new(Some(result)),
+        },
+    )?)
 }

@@ -11,7 +11,7 @@ use candle_core::{D, DType, Device, Tensor};
 
 use crate::config::ModelConfig;
 use crate::device::compute_dtype;
-use crate::lora::{LoraAdapter, frozen_matmul};
+use crate::lora::{LoraAdapter, frozen_matmul, lora_matmul};
 use crate::{PolicyError, Result};
 
 /// Named weight tensors with Hugging Face names (`model.layers.0.self_attn.q_proj.weight`, ...).
@@ -43,19 +43,37 @@ impl Linear {
         let n = x.elem_count() / in_dim;
         let x2 = x.reshape((n, in_dim))?;
         let w = self.weight.to_dtype(x.dtype())?;
-        let mut y = if self.frozen_base && x2.track_op() {
-            frozen_matmul(&x2, &w)?
-        } else {
-            x2.matmul(&w.t()?)?
+        let adapters = self
+            .lora
+            .as_ref()
+            .map(|l| {
+                Ok::<_, PolicyError>((l.a.to_dtype(x.dtype())?, l.b.to_dtype(x.dtype())?, l.scale))
+            })
+            .transpose()?;
+        let mut y = match &adapters {
+            // Frozen base + adapters in a training graph on the CPU: one fused node.
+            Some((a, b, scale))
+                if self.frozen_base
+                    && x2.device().is_cpu()
+                    && (x2.track_op() || a.track_op() || b.track_op()) =>
+            {
+                lora_matmul(&x2, &w, a, b, *scale)?
+            }
+            _ => {
+                let mut y = if self.frozen_base && x2.track_op() {
+                    frozen_matmul(&x2, &w)?
+                } else {
+                    x2.matmul(&w.t()?)?
+                };
+                if let Some((a, b, scale)) = &adapters {
+                    let delta = x2.matmul(&a.t()?)?.matmul(&b.t()?)?.affine(*scale, 0.0)?;
+                    y = (y + delta)?;
+                }
+                y
+            }
         };
         if let Some(b) = &self.bias {
             y = y.broadcast_add(&b.to_dtype(y.dtype())?)?;
-        }
-        if let Some(l) = &self.lora {
-            let a = l.a.to_dtype(x.dtype())?;
-            let b = l.b.to_dtype(x.dtype())?;
-            let delta = x2.matmul(&a.t()?)?.matmul(&b.t()?)?.affine(l.scale, 0.0)?;
-            y = (y + delta)?;
         }
         let mut out_dims = dims;
         *out_dims.last_mut().unwrap() = self.weight.dim(0)?;

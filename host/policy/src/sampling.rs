@@ -81,7 +81,8 @@ pub fn sample(
     prompts: &[Vec<u32>],
     params: &SamplingParams,
 ) -> Result<Vec<Sample>> {
-    if !(params.temperature >= 0.0) || !(params.top_p > 0.0 && params.top_p <= 1.0) {
+    let valid = params.temperature >= 0.0 && params.top_p > 0.0 && params.top_p <= 1.0;
+    if !valid {
         return Err(PolicyError::arg(
             "sampling",
             "need temperature >= 0 and 0 < top_p <= 1",

@@ -632,7 +632,13 @@ mod real_model {
             max_new_tokens: 24,
             ..Default::default()
         };
-        let out = &sample(&policy.sampler(), tok, &[prompt.clone()], &params).unwrap()[0];
+        let out = &sample(
+            &policy.sampler(),
+            tok,
+            std::slice::from_ref(&prompt),
+            &params,
+        )
+        .unwrap()[0];
         assert!(out.text.contains('5'), "answer: {:?}", out.text);
         let ids: Vec<u32> = prompt.iter().chain(&out.tokens).copied().collect();
         let mask: Vec<u8> = (0..ids.len())
