@@ -5,6 +5,8 @@
 
 use super::plugin_args::{SandboxArgs, load, splitmix};
 
+#[path = "eval_model.rs"]
+mod eval_model;
 use ragen_gym_core::Env;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -37,12 +39,24 @@ pub struct Args {
     /// Print JSON (keys `episodes`, `success_rate`, `mean_return`, `steps_per_second`).
     #[arg(long)]
     pub json: bool,
+    /// Evaluate a model instead (`default`, a run or checkpoint directory, a `.gguf` file or a
+    /// Hugging Face directory) with the validation protocol: `es_manager.val` groups, seeds
+    /// `seed.val + i`, temperature `rollout.val_temperature` (`--episodes` and `--seed` are
+    /// not used; change them with `--set es_manager.val.env_groups=N`, `--set seed.val=S`).
+    #[arg(long, value_name = "CHECKPOINT|default")]
+    pub model: Option<String>,
+    /// With `--model`: override a training-config key, `section.key=value` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE", requires = "model")]
+    pub set: Vec<String>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(model) = &args.model {
+        return eval_model::run_model(&args.env, model, &args.config, &args.set, args.json, &args.sandbox);
+    }
     let plugin = load(&args.env, &args.sandbox)?;
     let mut env = plugin.new_env(&args.config, args.sandbox.grants()?)?;
     let spec = env.spec().clone();
