@@ -55,15 +55,21 @@ pub struct Args {
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(model) = &args.model {
-        return eval_model::run_model(&args.env, model, &args.config, &args.set, args.json, &args.sandbox);
+        return eval_model::run_model(
+            &args.env,
+            model,
+            &args.config,
+            &args.set,
+            args.json,
+            &args.sandbox,
+        );
     }
     let plugin = load(&args.env, &args.sandbox)?;
     let mut env = plugin.new_env(&args.config, args.sandbox.grants()?)?;
     let spec = env.spec().clone();
-    let names = match (&spec.action_names, args.policy) {
-        (Some(n), PolicyKind::Random) if !n.is_empty() => n.clone(),
-        (_, PolicyKind::Random) => anyhow::bail!("the random policy needs an env with action names; {} has free-text actions", spec.id),
-    };
+    // Discrete envs: the spec's action names. Free-text envs (e.g. the WebShop bridge): the
+    // actions listed on the observation's `Available actions:` line (RAGEN's WebShop format).
+    let fixed_names = spec.action_names.clone().filter(|n| !n.is_empty());
     let (mut successes, mut total_return, mut steps, mut failed) = (0u32, 0.0f64, 0u64, 0u32);
     let mut env_time = Duration::ZERO;
     for i in 0..args.episodes {
@@ -72,14 +78,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let t = Instant::now();
         let reset = env.reset(seed);
         env_time += t.elapsed();
-        if let Err(e) = reset {
-            eprintln!("episode {i} (seed {seed}) failed: {e}");
-            failed += 1;
-            continue;
-        }
+        let mut observation = match reset {
+            Ok(r) => r.observation,
+            Err(e) => {
+                eprintln!("episode {i} (seed {seed}) failed: {e}");
+                failed += 1;
+                continue;
+            }
+        };
         let mut ret = 0.0;
         let mut success = false;
         for _ in 0..spec.max_episode_steps {
+            let listed;
+            let names: &[String] = match &fixed_names {
+                Some(n) => n,
+                None => {
+                    listed = listed_actions(&observation);
+                    if listed.is_empty() {
+                        anyhow::bail!(
+                            "the random policy needs action names: {} has none in its spec and its observation lists no `Available actions:`",
+                            spec.id
+                        );
+                    }
+                    &listed
+                }
+            };
             let action = &names[(splitmix(&mut rng) % names.len() as u64) as usize];
             let t = Instant::now();
             let r = env.step(action);
@@ -87,6 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             steps += 1;
             match r {
                 Ok(r) => {
+                    observation = r.observation;
                     ret += r.reward;
                     success |= r.success;
                     if r.terminated || r.truncated {
@@ -119,7 +143,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("env {} | policy random | {} episodes from seed {}", spec.id, args.episodes, args.seed);
+        println!(
+            "env {} | policy random | {} episodes from seed {}",
+            spec.id, args.episodes, args.seed
+        );
         println!("success rate  {:.4}", f64::from(successes) / n);
         println!("mean return   {:.4}", total_return / n);
         println!("env steps/s   {sps:.0} ({steps} steps)");
@@ -128,4 +155,41 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Actions listed on the last `Available actions: a, b, ...` line of a free-text observation
+/// (the WebShop bridge's format, after RAGEN's WebShop env). A `search[<content>]` template is
+/// filled with the task instruction, the third ` [SEP] `-separated field of the observation
+/// when present.
+fn listed_actions(observation: &str) -> Vec<String> {
+    let Some((page, listed)) = observation.rsplit_once("Available actions: ") else {
+        return Vec::new();
+    };
+    let instruction = page.split(" [SEP] ").nth(2).unwrap_or("item").trim();
+    listed
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split(", ")
+        .filter(|a| !a.is_empty())
+        .map(|a| a.replace("<content>", instruction))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listed_actions;
+
+    #[test]
+    fn listed_actions_fill_the_search_template() {
+        let obs = "WebShop [SEP] Instruction: [SEP] i need red shoes [SEP] Search\nAvailable actions: search[<content>], click[back to search]";
+        assert_eq!(
+            listed_actions(obs),
+            vec![
+                "search[i need red shoes]".to_string(),
+                "click[back to search]".to_string()
+            ]
+        );
+        assert!(listed_actions("no list here").is_empty());
+    }
 }

@@ -2,7 +2,7 @@
 //! sandbox flags (`--allow-host`, `--fuel`, `--memory-mib`).
 
 use anyhow::Context;
-use ragen_gym_sandbox::{Grants, HostPort, Plugin, Sandbox, SandboxConfig};
+use ragen_gym_sandbox::{Grants, HostPort, Plugin, ReqwestTransport, Sandbox, SandboxConfig};
 use std::path::Path;
 
 /// Sandbox limits and capability grants.
@@ -66,10 +66,17 @@ pub fn read_plugin(spec: &str) -> anyhow::Result<(String, Vec<u8>)> {
     )
 }
 
-/// Load a plugin into a new sandbox.
+/// Load a plugin into a new sandbox. When the user granted any host (`--allow-host`), the
+/// sandbox gets the reqwest HTTP transport; without grants no transport exists at all, so even a
+/// gate bug could not open a connection.
 pub fn load(spec: &str, args: &SandboxArgs) -> anyhow::Result<Plugin> {
     let (name, bytes) = read_plugin(spec)?;
     let sandbox = Sandbox::new(args.config()).context("failed to set up the sandbox")?;
+    if !args.allow_host.is_empty() {
+        let transport =
+            ReqwestTransport::with_defaults().context("failed to set up the HTTP transport")?;
+        sandbox.set_http_transport(std::sync::Arc::new(transport));
+    }
     sandbox
         .load_bytes(&name, &bytes)
         .with_context(|| format!("failed to load plugin {name}"))
