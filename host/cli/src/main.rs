@@ -45,7 +45,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RAGEN_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("RAGEN_LOG")
+                .unwrap_or_else(|_| "warn".into()),
         )
         .init();
     let result = match cli.command {

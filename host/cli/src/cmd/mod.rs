@@ -6,7 +6,7 @@ pub mod eval;
 pub mod generate;
 pub mod inspect;
 pub mod play;
-pub mod plugin_args;
 pub mod plot;
+pub mod plugin_args;
 pub mod train;
 pub mod webshop;
