@@ -248,8 +248,8 @@ fn print_table(r: &serde_json::Value) {
     for s in r["sampling"].as_array().into_iter().flatten() {
         println!(
             "{:>6} {:>10} {:>9.2} {:>10.2} {:>14} {:>10.0}",
-            s["batch"],
-            s["generated_tokens"],
+            s["batch"].to_string(),
+            s["generated_tokens"].to_string(),
             s["seconds"].as_f64().unwrap_or(0.0),
             s["tokens_per_s"].as_f64().unwrap_or(0.0),
             s["ratio_vs_hf_generate"]
@@ -281,7 +281,7 @@ fn print_table(r: &serde_json::Value) {
             "{:>5} {:>8} {:>12} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>8.2} {:>10.2}x {:>9.0}",
             t["mode"].as_str().unwrap_or("?"),
             format!("{}x{}", t["batch"], t["seq_len"]),
-            t["trainable_params"],
+            t["trainable_params"].to_string(),
             t["forward_s"].as_f64().unwrap_or(0.0),
             t["backward_s"].as_f64().unwrap_or(0.0),
             t["optimizer_s"].as_f64().unwrap_or(0.0),
