@@ -3,3 +3,4 @@ mod builtin_envs;
 mod python_plugin;
 mod sandbox_hostile;
 mod webshop;
+mod starpo;

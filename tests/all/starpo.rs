@@ -1,0 +1,200 @@
+//! StarPO trainer integration: the rollout over real env logic (native), and one tiny end-to-end
+//! training run with the default model (train 1 iteration, resume to 2).
+
+use ragen_bandit::Bandit;
+use ragen_gym_core::{Env, NativeEnv};
+use ragen_gym_starpo::batch::{CharTokenizer, Tokenize};
+use ragen_gym_starpo::rollout::{
+    EnvPool, Generator, RolloutParams, SamplingParams, group_seeds, rollout,
+};
+use ragen_gym_starpo::{ConfigBuilder, TrainSetup, Trainer};
+
+/// Always answers `answer` after the forced `<think>`.
+struct Fixed(&'static str);
+
+impl Generator for Fixed {
+    fn tokenizer(&self) -> &dyn Tokenize {
+        &CharTokenizer
+    }
+    fn generate(
+        &mut self,
+        prompts: &[Vec<u32>],
+        _: &SamplingParams,
+    ) -> Result<Vec<String>, String> {
+        Ok(prompts.iter().map(|_| self.0.to_string()).collect())
+    }
+}
+
+fn bandit_pool(n: usize) -> EnvPool {
+    EnvPool::new(
+        (0..n)
+            .map(|_| Box::new(NativeEnv::<Bandit>::new("").unwrap()) as Box<dyn Env>)
+            .collect(),
+    )
+}
+
+fn params() -> RolloutParams {
+    let cfg = ConfigBuilder::new()
+        .layer_str(
+            ragen_gym_starpo::config::env_preset("bandit").unwrap(),
+            "bandit",
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+    let pool = bandit_pool(1);
+    RolloutParams {
+        prompt: ragen_gym_starpo::context::PromptConfig {
+            system_prompt: cfg.agent_proxy.system_prompt.clone(),
+            prefix: ragen_gym_starpo::context::env_prefix(pool.spec(), 1, "||"),
+            enable_think: true,
+            response_length: 100,
+            max_context_window: -1,
+        },
+        max_turn: cfg.agent_proxy.max_turn,
+        max_actions_per_turn: cfg.agent_proxy.max_actions_per_turn,
+        max_actions_per_traj: cfg.agent_proxy.max_actions_per_traj,
+        action_sep: "||".into(),
+        format_penalty: -0.1,
+        max_model_len: 100_000,
+        generation_batch_size: 8,
+        sampling: SamplingParams {
+            temperature: 1.0,
+            top_p: 1.0,
+            max_new_tokens: 100,
+            seed: 0,
+            stop_at_answer: false,
+        },
+        tag: "Bandit".into(),
+    }
+}
+
+#[test]
+fn bandit_rollout_success_is_picking_the_high_arm() {
+    // RAGEN Bandit: success = the chosen arm is the hi arm (Dragon), whatever it pays; one turn.
+    let seeds = group_seeds(10_000, 4, 2);
+    let mut pool = bandit_pool(seeds.len());
+    let t = rollout(
+        &mut pool,
+        &seeds,
+        &mut Fixed("risky</think><answer>dragon</answer>"),
+        &params(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(t.len(), 8);
+    for x in &t {
+        assert!(x.success, "{x:?}");
+        assert_eq!(x.turns.len(), 1);
+        assert_eq!(x.turns[0].actions, vec!["Dragon"]);
+        assert!(
+            x.score() == 0.0 || x.score() == 1.0,
+            "hi arm pays 0 or 1: {}",
+            x.score()
+        );
+    }
+    // group members share the seed, so they see the same state
+    assert_eq!(t[0].turns[0].observation, t[1].turns[0].observation);
+    let mut pool = bandit_pool(2);
+    let t = rollout(
+        &mut pool,
+        &seeds[..2],
+        &mut Fixed("safe</think><answer>Phoenix</answer>"),
+        &params(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert!(
+        t.iter()
+            .all(|x| !x.success && (x.score() - 0.1).abs() < 1e-12)
+    );
+}
+
+#[test]
+fn train_one_iteration_then_resume_with_the_default_model() {
+    let model = ragen_gym_policy_path();
+    assert!(
+        model.exists(),
+        "default model missing at {} (run scripts/setup.sh)",
+        model.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let build = |iters: u32, resume: bool| {
+        let b = if resume {
+            Trainer::resume_config(&run_dir).unwrap()
+        } else {
+            ConfigBuilder::new()
+                .layer_str(ragen_gym_starpo::config::env_preset("bandit").unwrap(), "bandit")
+                .unwrap()
+                .layer_str(
+                    "[es_manager.train]\nenv_groups = 1\ngroup_size = 2\n[es_manager.val]\nenv_groups = 1\n\
+                     [agent_proxy]\nenable_think = false\n\
+                     [rollout]\nresponse_length = 6\nrollout_filter_ratio = 1.0\n\
+                     [algorithm]\nadv_estimator = \"grpo\"\n\
+                     [actor]\nppo_mini_batch_size = 2\nmicro_batch_size = 2\n\
+                     [model]\nlora_rank = 2\nlora_alpha = 4.0\n\
+                     [trainer]\ntest_freq = 0\nval_before_train = false\nsave_freq = 1\n",
+                    "test config",
+                )
+                .unwrap()
+        };
+        let cfg = b
+            .layer_override(&format!("trainer.total_training_steps={iters}"))
+            .unwrap()
+            .build()
+            .unwrap();
+        Trainer::new(TrainSetup {
+            config: cfg,
+            make_env: Box::new(|| Ok(Box::new(NativeEnv::<Bandit>::new("")?) as Box<dyn Env>)),
+            plugin_sha256: "native".into(),
+            env_source: "bandit".into(),
+            reward_functions: vec![],
+            run_dir: run_dir.clone(),
+            resume,
+        })
+        .unwrap()
+    };
+    let mut t = build(1, false);
+    t.train(&mut |_| {}).unwrap();
+    assert_eq!(t.iteration(), 1);
+    let metrics = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = metrics
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1);
+    for key in [
+        "train/Bandit/success",
+        "rollout/in_group_std",
+        "actor/entropy_loss",
+        "actor/grad_norm",
+        "val-env/Bandit/success",
+    ] {
+        assert!(lines[0][key].is_number(), "missing {key} in {}", lines[0]);
+    }
+    assert!(run_dir.join("checkpoint/trainer_state.json").exists());
+    assert!(
+        run_dir
+            .join("checkpoint/policy/adapter_model.safetensors")
+            .exists()
+    );
+    let mut t = build(2, true);
+    assert_eq!(t.iteration(), 1);
+    t.train(&mut |_| {}).unwrap();
+    assert_eq!(t.iteration(), 2);
+    let metrics = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
+    let its: Vec<u64> = metrics
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["iteration"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(its, vec![1, 2]);
+}
+
+fn ragen_gym_policy_path() -> std::path::PathBuf {
+    ragen_gym_starpo::trainer::model_path(&ragen_gym_starpo::Config::default_config())
+}
