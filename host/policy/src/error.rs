@@ -8,10 +8,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// A tensor operation failed inside candle.
-    #[error("tensor operation: {0}")]
+    #[error(transparent)]
     Candle(#[from] candle_core::Error),
     /// Reading or writing a file failed.
-    #[error("i/o on {path}: {source}")]
+    #[error("i/o on {path}")]
     Io {
         /// The file or directory.
         path: PathBuf,
