@@ -107,6 +107,12 @@ pub fn normalize_scores(scores: &[f64], groups: &[usize], method: NormMethod) ->
     if method == NormMethod::Identity {
         return scores.to_vec();
     }
+    // RAGEN normalises only when there are fewer groups than samples (spec §4.4); with one
+    // sample per group every score would otherwise collapse to 0.
+    let distinct: std::collections::HashSet<usize> = groups.iter().copied().collect();
+    if distinct.len() >= scores.len() {
+        return scores.to_vec();
+    }
     let stats = group_map(scores, groups, |g| (mean(g), std_unbiased(g)));
     scores
         .iter()
@@ -229,5 +235,19 @@ mod tests {
         // k3 with ref - logp = -0.5: e^-0.5 + 0.5 - 1
         assert!((kl_estimate(-1.0, -1.5, KlType::K3) - ((-0.5f32).exp() - 0.5)).abs() < 1e-6);
         assert_eq!(kl_estimate(-2.0, -2.0, KlType::K3), 0.0);
+    }
+
+    #[test]
+    fn normalisation_is_skipped_with_one_sample_per_group() {
+        // Spec §4.4: normalise only when #groups < batch size; otherwise scores pass through.
+        let raw = [1.0, -0.2, 10.7];
+        for m in [NormMethod::Mean, NormMethod::MeanStd, NormMethod::AsymClip] {
+            assert_eq!(normalize_scores(&raw, &[0, 1, 2], m), raw.to_vec());
+        }
+        // Two groups of two: mean_std gives +-1/(1+1e-6 / s) per group.
+        let z = normalize_scores(&[0.0, 1.0, 5.0, 5.0], &[0, 0, 1, 1], NormMethod::MeanStd);
+        let s = (0.5f64).sqrt();
+        assert!((z[0] + 0.5 / (s + 1e-6)).abs() < 1e-12 && (z[1] - 0.5 / (s + 1e-6)).abs() < 1e-12);
+        assert_eq!(&z[2..], &[0.0, 0.0]);
     }
 }

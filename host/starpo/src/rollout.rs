@@ -340,6 +340,9 @@ pub fn rollout(
                         t.actions.push(a);
                         t.env_reward += r.reward;
                         t.action_is_effective |= r.action_is_effective;
+                        // The env's own verdict counts too (text-action envs such as WebShop
+                        // judge validity themselves; spec §2 `action_is_valid`).
+                        t.action_is_valid &= r.action_is_valid;
                         t.info = r.info;
                         ep.state = r.observation;
                         if r.terminated || r.truncated {

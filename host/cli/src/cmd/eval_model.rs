@@ -68,9 +68,11 @@ pub fn run_model(
         b = b.layer_override(s)?;
     }
     let cfg = b.build()?;
-    let plugin = load(env_spec, sandbox)?;
-    let grants = sandbox.grants()?;
     let n = cfg.es_manager.val.env_groups * cfg.es_manager.val.group_size;
+    let mut sandbox = sandbox.clone();
+    sandbox.max_instances = Some(u32::try_from(n + 8).unwrap_or(u32::MAX));
+    let plugin = load(env_spec, &sandbox)?;
+    let grants = sandbox.grants()?;
     let envs = (0..n)
         .map(|_| -> Result<Box<dyn Env>, EnvCallError> {
             Ok(Box::new(plugin.new_env(&cfg.env.config, grants.clone())?))

@@ -18,6 +18,10 @@ pub struct SandboxArgs {
     /// Linear-memory cap per plugin instance, MiB (default 256).
     #[arg(long = "memory-mib", value_name = "MIB")]
     pub memory_mib: Option<u64>,
+    /// Most live plugin instances (one per env); set by `train`/`eval --model` from the config's
+    /// env counts so RAGEN-scale runs (128 train + 256 val envs) fit the pooling allocator.
+    #[arg(skip)]
+    pub max_instances: Option<u32>,
 }
 
 impl SandboxArgs {
@@ -29,6 +33,9 @@ impl SandboxArgs {
         }
         if let Some(m) = self.memory_mib {
             cfg.memory_bytes = m << 20;
+        }
+        if let Some(n) = self.max_instances {
+            cfg.max_instances = cfg.max_instances.max(n);
         }
         cfg
     }

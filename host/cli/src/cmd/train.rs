@@ -44,6 +44,10 @@ pub struct Args {
     /// Do not apply the CPU profile even without a GPU.
     #[arg(long)]
     pub no_cpu_profile: bool,
+    /// A reward-function plugin (`.wasm`) whose score is added to every trajectory's env
+    /// rewards (repeatable; not remembered by `--resume`, pass it again).
+    #[arg(long = "reward-plugin", value_name = "PLUGIN")]
+    pub reward_plugin: Vec<String>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
@@ -108,7 +112,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let config = builder.build()?;
 
-    let plugin = load(&env_spec, &args.sandbox)?;
+    // One live instance per env: the train pool, the validation pool, and some slack for
+    // instances being replaced after a trap.
+    let live = config.train_batch_size()
+        + config.es_manager.val.env_groups * config.es_manager.val.group_size;
+    let mut sandbox_args = args.sandbox.clone();
+    sandbox_args.max_instances = Some(u32::try_from(live + 16).unwrap_or(u32::MAX));
+    let plugin = load(&env_spec, &sandbox_args)?;
     let grants = args.sandbox.grants()?;
     let env_config = config.env.config.clone();
     let sha = plugin.info().sha256.clone();
@@ -121,7 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         make_env,
         plugin_sha256: sha,
         env_source: env_spec,
-        reward_functions: Vec::new(),
+        reward_functions: super::reward_plugins::load_all(&args.reward_plugin, &args.sandbox)?,
         run_dir,
         resume: args.resume.is_some(),
     })
