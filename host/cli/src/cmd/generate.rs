@@ -65,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         seed: args.seed,
     };
     let t1 = Instant::now();
-    let out = ragen_gym_policy::sample(&model, tok, &[prompt.clone()], &params)
+    let out = ragen_gym_policy::sample(&model, tok, std::slice::from_ref(&prompt), &params)
         .context("failed to generate")?;
     let gen_s = t1.elapsed().as_secs_f64();
     let s = &out[0];

@@ -89,7 +89,8 @@ fn draw(path: &Path, pts: &[(f64, f64)]) -> anyhow::Result<()> {
         .fold(f64::NEG_INFINITY, f64::max)
         .max(x0 + 1.0);
     let (mut y0, mut y1) = range(pts);
-    if !(y1 > y0) {
+    // A flat (or NaN) series gets a unit-high window around it.
+    if y1.partial_cmp(&y0) != Some(std::cmp::Ordering::Greater) {
         y0 -= 0.5;
         y1 += 0.5;
     }
