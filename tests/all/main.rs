@@ -2,5 +2,5 @@
 mod builtin_envs;
 mod python_plugin;
 mod sandbox_hostile;
-mod webshop;
 mod starpo;
+mod webshop;

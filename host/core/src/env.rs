@@ -40,8 +40,14 @@ pub struct NativeEnv<E: Environment> {
 impl<E: Environment> NativeEnv<E> {
     /// Build the env from its JSON config (`""` for defaults).
     pub fn new(config: &str) -> Result<Self, EnvCallError> {
-        let spec = E::spec(config).map_err(|source| EnvCallError::Env { env_id: "native".into(), source })?;
-        let inner = E::new(config).map_err(|source| EnvCallError::Env { env_id: spec.id.clone(), source })?;
+        let spec = E::spec(config).map_err(|source| EnvCallError::Env {
+            env_id: "native".into(),
+            source,
+        })?;
+        let inner = E::new(config).map_err(|source| EnvCallError::Env {
+            env_id: spec.id.clone(),
+            source,
+        })?;
         Ok(Self { spec, inner })
     }
 }
@@ -52,10 +58,16 @@ impl<E: Environment + Send> Env for NativeEnv<E> {
     }
 
     fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvCallError> {
-        self.inner.reset(seed).map_err(|source| EnvCallError::Env { env_id: self.spec.id.clone(), source })
+        self.inner.reset(seed).map_err(|source| EnvCallError::Env {
+            env_id: self.spec.id.clone(),
+            source,
+        })
     }
 
     fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
-        self.inner.step(action).map_err(|source| EnvCallError::Env { env_id: self.spec.id.clone(), source })
+        self.inner.step(action).map_err(|source| EnvCallError::Env {
+            env_id: self.spec.id.clone(),
+            source,
+        })
     }
 }

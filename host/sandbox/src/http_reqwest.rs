@@ -38,7 +38,11 @@ impl ReqwestTransport {
                     && first.host_str() == next.host_str()
                     && first.port_or_known_default() == next.port_or_known_default()
             });
-            if same_origin && attempt.previous().len() <= MAX_REDIRECTS { attempt.follow() } else { attempt.stop() }
+            if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
         });
         let client = reqwest::blocking::Client::builder()
             .timeout(timeout)
@@ -47,8 +51,13 @@ impl ReqwestTransport {
             .no_proxy()
             .pool_max_idle_per_host(0)
             .build()
-            .map_err(|e| HttpError::Transport(format!("could not build the http client: {}", chain(&e))))?;
-        Ok(Self { client, max_body_bytes })
+            .map_err(|e| {
+                HttpError::Transport(format!("could not build the http client: {}", chain(&e)))
+            })?;
+        Ok(Self {
+            client,
+            max_body_bytes,
+        })
     }
 
     /// A transport with [`DEFAULT_TIMEOUT`] and [`DEFAULT_MAX_BODY_BYTES`].
@@ -87,11 +96,19 @@ impl HttpTransport for ReqwestTransport {
         let method = match req.method.to_ascii_uppercase().as_str() {
             "GET" => reqwest::Method::GET,
             "POST" => reqwest::Method::POST,
-            other => return Err(HttpError::InvalidRequest(format!("method `{other}` is not allowed (GET or POST)"))),
+            other => {
+                return Err(HttpError::InvalidRequest(format!(
+                    "method `{other}` is not allowed (GET or POST)"
+                )));
+            }
         };
-        let url = reqwest::Url::parse(&req.url).map_err(|e| HttpError::InvalidRequest(format!("bad URL: {e}")))?;
+        let url = reqwest::Url::parse(&req.url)
+            .map_err(|e| HttpError::InvalidRequest(format!("bad URL: {e}")))?;
         if url.scheme() != "http" && url.scheme() != "https" {
-            return Err(HttpError::InvalidRequest(format!("scheme `{}` is not allowed", url.scheme())));
+            return Err(HttpError::InvalidRequest(format!(
+                "scheme `{}` is not allowed",
+                url.scheme()
+            )));
         }
         let mut builder = self.client.request(method, url);
         for (name, value) in &req.headers {
@@ -105,23 +122,42 @@ impl HttpTransport for ReqwestTransport {
             builder = builder.body(req.body);
         }
         let response = builder.send().map_err(|e| map_error(&e))?;
-        if response.content_length().is_some_and(|n| n > self.max_body_bytes as u64) {
+        if response
+            .content_length()
+            .is_some_and(|n| n > self.max_body_bytes as u64)
+        {
             return Err(HttpError::TooLarge);
         }
         let status = response.status().as_u16();
         let headers = response
             .headers()
             .iter()
-            .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
             .collect();
         let mut body = Vec::new();
-        response.take(self.max_body_bytes as u64 + 1).read_to_end(&mut body).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::TimedOut { HttpError::Timeout } else { HttpError::Transport(chain(&e)) }
-        })?;
+        response
+            .take(self.max_body_bytes as u64 + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    HttpError::Timeout
+                } else {
+                    HttpError::Transport(chain(&e))
+                }
+            })?;
         if body.len() > self.max_body_bytes {
             return Err(HttpError::TooLarge);
         }
-        Ok(HttpResponse { status, headers, body })
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
     }
 }
 
@@ -138,7 +174,9 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || {
             for reply in replies {
-                let Ok((mut stream, _)) = listener.accept() else { return };
+                let Ok((mut stream, _)) = listener.accept() else {
+                    return;
+                };
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut line = String::new();
                 while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
@@ -151,11 +189,19 @@ mod tests {
     }
 
     fn ok(body: &str) -> String {
-        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
     }
 
     fn get(url: String) -> HttpRequest {
-        HttpRequest { method: "GET".into(), url, headers: vec![("accept".into(), "application/json".into())], body: vec![] }
+        HttpRequest {
+            method: "GET".into(),
+            url,
+            headers: vec![("accept".into(), "application/json".into())],
+            body: vec![],
+        }
     }
 
     #[test]
@@ -165,7 +211,11 @@ mod tests {
         let r = t.fetch(get(format!("http://{addr}/"))).unwrap();
         assert_eq!(r.status, 200);
         assert_eq!(r.body, b"\"ok\"");
-        assert!(r.headers.iter().any(|(k, v)| k == "content-length" && v == "4"));
+        assert!(
+            r.headers
+                .iter()
+                .any(|(k, v)| k == "content-length" && v == "4")
+        );
     }
 
     #[test]
@@ -173,15 +223,23 @@ mod tests {
         let big = "x".repeat(2048);
         let addr = serve(vec![ok(&big), ok(&big)]);
         let t = ReqwestTransport::new(DEFAULT_TIMEOUT, 1024).unwrap();
-        assert_eq!(t.fetch(get(format!("http://{addr}/"))), Err(HttpError::TooLarge));
+        assert_eq!(
+            t.fetch(get(format!("http://{addr}/"))),
+            Err(HttpError::TooLarge)
+        );
         let t = ReqwestTransport::new(DEFAULT_TIMEOUT, 4096).unwrap();
-        assert_eq!(t.fetch(get(format!("http://{addr}/"))).unwrap().body.len(), 2048);
+        assert_eq!(
+            t.fetch(get(format!("http://{addr}/"))).unwrap().body.len(),
+            2048
+        );
     }
 
     #[test]
     fn does_not_follow_redirects_to_other_hosts() {
         let other = serve(vec![ok("other")]);
-        let redirect = format!("HTTP/1.1 302 Found\r\nLocation: http://{other}/x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let redirect = format!(
+            "HTTP/1.1 302 Found\r\nLocation: http://{other}/x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
         let addr = serve(vec![redirect]);
         let t = ReqwestTransport::with_defaults().unwrap();
         let r = t.fetch(get(format!("http://{addr}/"))).unwrap();
@@ -201,15 +259,27 @@ mod tests {
 
     #[test]
     fn refused_connections_and_timeouts_are_typed() {
-        let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let closed = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
         let t = ReqwestTransport::new(Duration::from_millis(300), 1024).unwrap();
-        assert!(matches!(t.fetch(get(format!("http://{closed}/"))), Err(HttpError::Transport(_))));
+        assert!(matches!(
+            t.fetch(get(format!("http://{closed}/"))),
+            Err(HttpError::Transport(_))
+        ));
         // Accepts but never answers.
         let silent = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = silent.local_addr().unwrap();
-        assert_eq!(t.fetch(get(format!("http://{addr}/"))), Err(HttpError::Timeout));
+        assert_eq!(
+            t.fetch(get(format!("http://{addr}/"))),
+            Err(HttpError::Timeout)
+        );
         drop(silent);
-        let bad = HttpRequest { method: "DELETE".into(), ..get(format!("http://{addr}/")) };
+        let bad = HttpRequest {
+            method: "DELETE".into(),
+            ..get(format!("http://{addr}/"))
+        };
         assert!(matches!(t.fetch(bad), Err(HttpError::InvalidRequest(_))));
     }
 }
