@@ -12,6 +12,7 @@
 
 extern crate self as ragen_gym_sdk;
 
+pub mod config;
 pub mod env;
 pub mod export;
 pub mod manifest;
@@ -29,6 +30,7 @@ pub use guest::{LogLevel, http, log};
 #[doc(hidden)]
 pub use wit_bindgen as __wit_bindgen;
 
+pub use config::parse_config;
 pub use env::Environment;
 pub use manifest::{INTERFACE_VERSION, MANIFEST_SECTION};
 pub use types::{

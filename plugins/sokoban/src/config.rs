@@ -5,7 +5,7 @@
 //! `dim_room` tuple is only available as `dim_x`/`dim_y`, and its `grid_lookup`/`grid_vocab`
 //! dictionaries are replaced by the [`GridVocab`] choice.
 
-use ragen_gym_sdk::EnvError;
+use ragen_gym_sdk::{EnvError, parse_config};
 use serde::{Deserialize, Serialize};
 
 /// Which set of text symbols observations use.
@@ -123,43 +123,6 @@ impl SokobanConfig {
             );
         }
         Ok(())
-    }
-}
-
-/// Parse an env config: `""` (or only whitespace) means the defaults; otherwise a JSON object
-/// whose keys are the fields of `C` (unknown keys are rejected by `deny_unknown_fields`).
-///
-/// # Errors
-/// [`EnvError::InvalidConfig`] naming the offending field when one has the wrong type or is
-/// unknown, or saying why the text is not a JSON object.
-pub(crate) fn parse_config<C>(json: &str) -> Result<C, EnvError>
-where
-    C: serde::de::DeserializeOwned + Default,
-{
-    if json.trim().is_empty() {
-        return Ok(C::default());
-    }
-    let value: serde_json::Value = serde_json::from_str(json)
-        .map_err(|e| EnvError::InvalidConfig(format!("config is not valid JSON: {e}")))?;
-    let serde_json::Value::Object(map) = &value else {
-        return Err(EnvError::InvalidConfig(
-            "config must be a JSON object".to_string(),
-        ));
-    };
-    match serde_json::from_value::<C>(value.clone()) {
-        Ok(config) => Ok(config),
-        Err(whole) => {
-            // serde_json's type errors do not say which key failed: retry key by key to name it.
-            for (key, field) in map {
-                let single = serde_json::Value::Object(
-                    std::iter::once((key.clone(), field.clone())).collect(),
-                );
-                if let Err(e) = serde_json::from_value::<C>(single) {
-                    return Err(EnvError::InvalidConfig(format!("field `{key}`: {e}")));
-                }
-            }
-            Err(EnvError::InvalidConfig(whole.to_string()))
-        }
     }
 }
 
