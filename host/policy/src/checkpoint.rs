@@ -62,6 +62,7 @@ pub fn save_checkpoint(dir: &Path, parts: &CheckpointParts<'_>) -> Result<()> {
 /// # Errors
 /// [`PolicyError::Checkpoint`] naming the file.
 pub fn read_trainer_state(dir: &Path) -> Result<serde_json::Value> {
+    recover_interrupted(dir)?;
     let path = dir.join("trainer_state.json");
     let text = std::fs::read_to_string(&path).map_err(|e| PolicyError::io(&path, e))?;
     serde_json::from_str(&text).map_err(|e| PolicyError::Checkpoint {
@@ -98,11 +99,14 @@ pub fn write_dir_atomically(dir: &Path, write: impl FnOnce(&Path) -> Result<()>)
         .into_owned();
     let tmp = dir.with_file_name(format!("{name}.tmp"));
     let old = dir.with_file_name(format!("{name}.old"));
+    recover_interrupted(dir)?;
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).map_err(|e| PolicyError::io(&tmp, e))?;
     }
     create_dir(&tmp)?;
     write(&tmp)?;
+    // Make the new contents durable before they replace the old ones.
+    sync_tree(&tmp)?;
     if dir.exists() {
         if old.exists() {
             std::fs::remove_dir_all(&old).map_err(|e| PolicyError::io(&old, e))?;
@@ -110,10 +114,52 @@ pub fn write_dir_atomically(dir: &Path, write: impl FnOnce(&Path) -> Result<()>)
         std::fs::rename(dir, &old).map_err(|e| PolicyError::io(dir, e))?;
     }
     std::fs::rename(&tmp, dir).map_err(|e| PolicyError::io(dir, e))?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        sync_path(parent)?;
+    }
     if old.exists() {
         std::fs::remove_dir_all(&old).map_err(|e| PolicyError::io(&old, e))?;
     }
     Ok(())
+}
+
+/// Undo a swap that [`write_dir_atomically`] left half done: when `dir` is missing but
+/// `<dir>.old` exists (a crash between its two renames), the old, complete copy is put back.
+/// Called before every write and by [`read_trainer_state`], so `--resume` finds the last complete
+/// checkpoint.
+///
+/// # Errors
+/// I/O errors naming the path.
+pub fn recover_interrupted(dir: &Path) -> Result<()> {
+    let Some(name) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Ok(());
+    };
+    let old = dir.with_file_name(format!("{name}.old"));
+    if !dir.exists() && old.is_dir() {
+        std::fs::rename(&old, dir).map_err(|e| PolicyError::io(dir, e))?;
+    }
+    Ok(())
+}
+
+/// fsync every file below `root`, then every directory (children before parents).
+fn sync_tree(root: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(root).map_err(|e| PolicyError::io(root, e))?;
+    for entry in entries {
+        let path = entry.map_err(|e| PolicyError::io(root, e))?.path();
+        if path.is_dir() {
+            sync_tree(&path)?;
+        } else {
+            sync_path(&path)?;
+        }
+    }
+    sync_path(root)
+}
+
+/// fsync one file or directory.
+fn sync_path(p: &Path) -> Result<()> {
+    std::fs::File::open(p)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| PolicyError::io(p, e))
 }
 
 /// Serializable state of a `ChaCha8Rng` (seed, stream, word position), so a resumed run draws
@@ -159,5 +205,34 @@ impl RngState {
         rng.set_stream(self.stream);
         rng.set_word_pos(pos);
         Ok(rng)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interrupted_swap_is_recovered_and_writes_replace_contents() {
+        let root = std::env::temp_dir().join(format!("ragen-ckpt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let dir = root.join("checkpoint");
+        let put = |v: &'static str| {
+            move |d: &Path| -> Result<()> {
+                std::fs::write(d.join("trainer_state.json"), v).map_err(|e| PolicyError::io(d, e))
+            }
+        };
+        write_dir_atomically(&dir, put("{\"iteration\":1}")).unwrap();
+        write_dir_atomically(&dir, put("{\"iteration\":2}")).unwrap();
+        assert_eq!(read_trainer_state(&dir).unwrap()["iteration"], 2);
+        assert!(!root.join("checkpoint.old").exists() && !root.join("checkpoint.tmp").exists());
+        // Simulate a crash between the two renames: only `checkpoint.old` is left.
+        std::fs::rename(&dir, root.join("checkpoint.old")).unwrap();
+        std::fs::create_dir_all(root.join("checkpoint.tmp")).unwrap();
+        assert_eq!(read_trainer_state(&dir).unwrap()["iteration"], 2);
+        write_dir_atomically(&dir, put("{\"iteration\":3}")).unwrap();
+        assert_eq!(read_trainer_state(&dir).unwrap()["iteration"], 3);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -32,7 +32,8 @@ mod tests;
 
 pub use candle_core::{DType, Device, Tensor, Var};
 pub use checkpoint::{
-    CheckpointParts, RngState, critic_dir, policy_dir, read_trainer_state, save_checkpoint,
+    CheckpointParts, RngState, critic_dir, policy_dir, read_trainer_state, recover_interrupted,
+    save_checkpoint,
 };
 pub use config::{Family, ModelConfig};
 pub use critic::Critic;

@@ -302,6 +302,8 @@ impl Trainer {
         let tr = trainable(&cfg);
         let ckpt = run.checkpoint_path();
         let (policy, iteration) = if resume {
+            // A crash between the checkpoint's two renames leaves only `checkpoint.old`.
+            pol::recover_interrupted(&ckpt)?;
             if !ckpt.join("trainer_state.json").exists() {
                 return Err(TrainError::Resume {
                     path: run_dir.clone(),
