@@ -75,29 +75,30 @@ pub fn masked_whiten(advs: &mut [Vec<f32>], masks: &[Vec<f32>]) {
     }
 }
 
-/// GRPO outcome advantage per trajectory (spec §5.3; verl `compute_grpo_outcome_advantage`):
-/// `(R - mean_g) / (std_g + eps)` with the unbiased std of the trajectory's group (`mean_g = 0`,
-/// `std_g = 1` for a group of one), or `R - mean_g` when `norm_by_std` is false. The result is
-/// broadcast over the trajectory's mask by the caller. `eps` is 1e-6 in verl.
-pub fn grpo_outcome(scores: &[f64], groups: &[usize], norm_by_std: bool, eps: f64) -> Vec<f64> {
-    let stats = group_map(scores, groups, |g| {
-        if g.len() == 1 {
-            (0.0, 1.0)
-        } else {
-            (mean(g), std_unbiased(g))
-        }
-    });
+/// GRPO outcome advantage per trajectory, as RAGEN 5eb79b8 runs verl's
+/// `core_algos.py::compute_grpo_outcome_advantage`.
+///
+/// verl normalises each score within the trajectories that share a uid:
+/// `(R - mean_uid) / (std_uid + eps)` (or `R - mean_uid` without `norm_by_std`), with mean 0 and
+/// std 1 for a uid of one. RAGEN `ragen/trainer/agent_trainer.py::fit` gives **every trajectory
+/// its own uid** (`uuid4()` per row; the group normalisation is `agent_proxy.reward_normalization`,
+/// done before, here [`normalize_scores`]). So the advantage is `R / (1 + eps)` (`R` without
+/// `norm_by_std`): one env group scoring `[1, 0]` gives `[1 / (1 + 1e-6), 0]`, not
+/// `[0.707, -0.707]`. `eps` is 1e-6 in verl. The caller broadcasts the result over the
+/// trajectory's loss mask.
+///
+/// `_env_groups` (the trajectories' env groups) is deliberately not the uid; the parameter goes
+/// when the trainer's advantage step moves out of `trainer.rs` (#8).
+pub fn grpo_outcome(
+    scores: &[f64],
+    _env_groups: &[usize],
+    norm_by_std: bool,
+    eps: f64,
+) -> Vec<f64> {
+    // A uid of one: mean 0, std 1.
     scores
         .iter()
-        .zip(groups)
-        .map(|(s, g)| {
-            let (m, sd) = stats[g];
-            if norm_by_std {
-                (s - m) / (sd + eps)
-            } else {
-                s - m
-            }
-        })
+        .map(|s| if norm_by_std { s / (1.0 + eps) } else { *s })
         .collect()
 }
 
@@ -198,18 +199,39 @@ mod tests {
     }
 
     #[test]
-    fn grpo_group_mean_std() {
-        // group 0: 1, 0, 0, 1 -> mean .5, std sqrt(1/3); group 1: 5, 5 -> std 0 -> zeros; group 2 single
-        let s = [1.0, 0.0, 0.0, 1.0, 5.0, 5.0, 3.0];
-        let g = [0, 0, 0, 0, 1, 1, 2];
-        let a = grpo_outcome(&s, &g, true, 1e-6);
-        let sd = (1.0f64 / 3.0).sqrt();
-        assert!((a[0] - 0.5 / (sd + 1e-6)).abs() < 1e-12);
-        assert!((a[1] + 0.5 / (sd + 1e-6)).abs() < 1e-12);
-        assert_eq!(a[4], 0.0);
-        assert!((a[6] - 3.0 / (1.0 + 1e-6)).abs() < 1e-12);
-        let a = grpo_outcome(&s, &g, false, 1e-6);
-        assert_eq!(a[0], 0.5);
+    fn grpo_is_the_normalised_score_with_a_uid_per_trajectory() {
+        // #9: RAGEN gives each trajectory its own uid, so verl sees groups of one (mean 0, std 1):
+        // one env group scoring [1, 0] gives [1 / (1 + 1e-6), 0] = [0.999999000001, 0] (not the
+        // within-group [0.707, -0.707]), and [1, 0] without the std division.
+        let a = grpo_outcome(&[1.0, 0.0], &[0, 0], true, 1e-6);
+        assert_eq!(a, vec![1.0 / 1.000001, 0.0]);
+        assert!((a[0] - 0.999999000001).abs() < 1e-15);
+        assert_eq!(
+            grpo_outcome(&[1.0, 0.0], &[0, 0], false, 1e-6),
+            vec![1.0, 0.0]
+        );
+        // With mean_std normalisation first (RAGEN's train_all.sh GRPO), a group [1, 0] becomes
+        // +-0.5 / (sqrt(0.5) + 1e-6), and the estimator divides once more by 1 + 1e-6.
+        let z = normalize_scores(&[1.0, 0.0, 3.0, 3.0], &[0, 0, 1, 1], NormMethod::MeanStd);
+        let a = grpo_outcome(&z, &[0, 0, 1, 1], true, 1e-6);
+        let s = 0.5f64.sqrt();
+        assert!((a[0] - 0.5 / (s + 1e-6) / (1.0 + 1e-6)).abs() < 1e-12);
+        assert!((a[1] + 0.5 / (s + 1e-6) / (1.0 + 1e-6)).abs() < 1e-12);
+        assert_eq!(&a[2..], &[0.0, 0.0]);
+    }
+
+    #[test]
+    fn constant_groups_normalise_to_exact_zero() {
+        // #9: eight scores of 10.7 have a computed std of ~1.9e-15 by the textbook formula;
+        // every method must see the group as constant (advantage exactly 0, not ~2e-9).
+        let mut s = vec![10.7; 8];
+        s.extend([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        let g: Vec<usize> = (0..16).map(|i| i / 8).collect();
+        for m in [NormMethod::Mean, NormMethod::MeanStd, NormMethod::AsymClip] {
+            let z = normalize_scores(&s, &g, m);
+            assert_eq!(&z[..8], &[0.0; 8], "{m:?}");
+            assert!(z[8] > 0.0, "{m:?}");
+        }
     }
 
     #[test]

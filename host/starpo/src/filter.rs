@@ -7,7 +7,8 @@ use crate::stats::{mean, std_unbiased};
 /// In-group statistics of one env group.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GroupStats {
-    /// Unbiased std of the trajectory scores (torch `std`; NaN-free: 0 for one member).
+    /// Unbiased std of the trajectory scores (torch `std`; NaN-free: 0 for one member; exactly 0
+    /// when max == min, see [`crate::stats::all_equal`]).
     pub std: f64,
     /// Largest score.
     pub max: f64,
@@ -185,5 +186,28 @@ mod tests {
         assert_eq!(filter_groups(&SCORES, 2, &p).kept_groups, vec![2, 1, 3]);
         let zeros = [1.0, 1.0, 0.0, 0.0];
         assert!(filter_groups(&zeros, 2, &p).kept_groups.is_empty());
+    }
+
+    #[test]
+    fn constant_groups_never_outrank_or_pass_top_p() {
+        // #9: a group of eight 10.7s has a textbook std of ~1.9e-15. It must tie with the
+        // all-zero group (std exactly 0, lower index first) and fall out of top-p.
+        let mut s = vec![0.0; 8];
+        s.extend([10.7; 8]);
+        s.extend([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        let out = filter_groups(&s, 8, &params(2.0 / 3.0, FilterType::Std));
+        assert_eq!(out.all[1].std, 0.0);
+        assert_eq!(out.all[1].mean, 10.7);
+        assert_eq!(out.kept_groups, vec![2, 0]);
+        let out = filter_groups(&s, 8, &params(1.0 / 3.0, FilterType::StdRev));
+        assert_eq!(out.kept_groups, vec![0]);
+        let p = FilterParams {
+            ratio: 1.0,
+            kind: FilterType::Std,
+            strategy: FilterStrategy::TopP,
+            top_p: 1.0,
+            include_zero: false,
+        };
+        assert_eq!(filter_groups(&s, 8, &p).kept_groups, vec![2]);
     }
 }

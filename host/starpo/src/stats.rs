@@ -1,18 +1,28 @@
 //! Small statistics helpers shared by the filter, the advantages and the metrics.
 
-/// Arithmetic mean; 0 for an empty slice.
+/// Whether every value is the same, decided by `max == min` rather than by a computed spread, so
+/// that summation residue (eight scores of 10.7 have a computed std of about 2e-15) never makes
+/// a constant group look uncertain (#9). True for an empty slice.
+pub fn all_equal(xs: &[f64]) -> bool {
+    xs.iter().all(|x| *x == xs[0])
+}
+
+/// Arithmetic mean; 0 for an empty slice, and exactly the common value for a constant slice.
 pub fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() {
         0.0
+    } else if all_equal(xs) {
+        xs[0]
     } else {
         xs.iter().sum::<f64>() / xs.len() as f64
     }
 }
 
 /// Unbiased (n-1) standard deviation, as torch's `std`; 0 for fewer than two values (torch gives
-/// NaN there; RAGEN never hits it with group_size > 1).
+/// NaN there; RAGEN never hits it with group_size > 1), and exactly 0 when every value is equal
+/// ([`all_equal`]).
 pub fn std_unbiased(xs: &[f64]) -> f64 {
-    if xs.len() < 2 {
+    if xs.len() < 2 || all_equal(xs) {
         return 0.0;
     }
     let m = mean(xs);
@@ -26,5 +36,21 @@ mod tests {
         // values 1, 2, 3, 4: mean 2.5, squared deviations 5, / 3
         assert!((super::std_unbiased(&[1.0, 2.0, 3.0, 4.0]) - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
         assert_eq!(super::std_unbiased(&[7.0]), 0.0);
+    }
+
+    #[test]
+    fn constant_values_have_exact_mean_and_zero_std() {
+        // #9: eight scores of 10.7 sum to 85.60000000000001 in f64, so the textbook formulas
+        // give a mean of 10.700000000000001 and a std of about 1.9e-15; max == min must win.
+        let xs = [10.7; 8];
+        let naive_mean = xs.iter().sum::<f64>() / 8.0;
+        let naive_var = xs.iter().map(|x| (x - naive_mean).powi(2)).sum::<f64>() / 7.0;
+        assert!(
+            naive_mean != 10.7 && naive_var.sqrt() > 1e-15,
+            "the residue this guards against"
+        );
+        assert_eq!(super::mean(&xs), 10.7);
+        assert_eq!(super::std_unbiased(&xs), 0.0);
+        assert!(super::all_equal(&xs) && !super::all_equal(&[10.7, 10.700000000000001]));
     }
 }
