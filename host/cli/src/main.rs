@@ -1,70 +1,8 @@
-//! `ragen-gym`: train LLM agents with StarPO in sandboxed WebAssembly environments.
-//!
-//! A thin main: parse arguments, set up logging, dispatch to one module per subcommand, map
-//! errors to exit codes (0 ok, 1 failure, 2 usage error from clap).
+//! The `ragen-gym` binary: parse the command line and run it (see the `ragen_gym_cli` library).
 
-mod cmd;
-
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use std::process::ExitCode;
 
-/// Train LLM agents with multi-turn RL (StarPO) in sandboxed WebAssembly environments.
-#[derive(Parser)]
-#[command(name = "ragen-gym", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Show a plugin's manifest, interface version, sha256 and capabilities (runs no plugin code).
-    Inspect(cmd::inspect::Args),
-    /// Conformance-check a plugin (determinism, spec sanity, limits), like Gymnasium's check_env.
-    Check(cmd::check::Args),
-    /// Play an environment in the terminal.
-    Play(cmd::play::Args),
-    /// Evaluate a policy (random, or a model) on an environment.
-    Eval(cmd::eval::Args),
-    /// Benchmarks that print side-by-side ratios.
-    #[command(subcommand)]
-    Bench(cmd::bench::BenchCommand),
-    /// Generate text with a model (default: SmolLM2-135M-Instruct).
-    Generate(cmd::generate::Args),
-    /// Train a policy with StarPO / StarPO-S.
-    Train(cmd::train::Args),
-    /// Write PNG training curves for a run directory.
-    Plot(cmd::plot::Args),
-    /// The WebShop-compatible test server.
-    #[command(subcommand)]
-    Webshop(cmd::webshop::WebshopCommand),
-}
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RAGEN_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    let result = match cli.command {
-        Command::Inspect(a) => cmd::inspect::run(a),
-        Command::Check(a) => cmd::check::run(a),
-        Command::Play(a) => cmd::play::run(a),
-        Command::Eval(a) => cmd::eval::run(a),
-        Command::Bench(c) => cmd::bench::run(c),
-        Command::Generate(a) => cmd::generate::run(a),
-        Command::Train(a) => cmd::train::run(a),
-        Command::Plot(a) => cmd::plot::run(a),
-        Command::Webshop(c) => cmd::webshop::run(c),
-    };
-    match result {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    ragen_gym_cli::run(ragen_gym_cli::Cli::parse())
 }

@@ -1,9 +1,10 @@
 //! `ragen-gym check PLUGIN [--json]`: Gymnasium-style conformance checks (spec sanity, reset and
-//! step determinism, limits) through the sandbox. Exit 0 only if every check passes.
+//! step determinism, limits) through the sandbox. Exit 0 only if every check passes, exit 10
+//! (`exit_code::CHECKS_FAILED`) when one fails.
 
 use super::plugin_args::{SandboxArgs, load};
+use crate::ExpectedError;
 use ragen_gym_core::Env;
-use std::process::ExitCode;
 
 /// Arguments of `ragen-gym check`.
 #[derive(clap::Args)]
@@ -16,12 +17,13 @@ pub struct Args {
     /// Print JSON (keys `ok`, `failures`, `passed`, `env_id`).
     #[arg(long)]
     pub json: bool,
+    /// Sandbox limits and capability grants.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
 
 /// Run the subcommand.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<()> {
     let plugin = load(&args.plugin, &args.sandbox)?;
     let grants = args.sandbox.grants()?;
     let report = ragen_gym_sandbox::check_env(|| {
@@ -49,9 +51,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         );
     }
-    Ok(if report.ok {
-        ExitCode::SUCCESS
+    if report.ok {
+        Ok(())
     } else {
-        ExitCode::FAILURE
-    })
+        Err(ExpectedError::ChecksFailed {
+            env_id: report.env_id.clone(),
+            failed: report.failures.len(),
+            total: report.failures.len() + report.passed.len(),
+        }
+        .into())
+    }
 }

@@ -1,7 +1,6 @@
 //! `ragen-gym generate`: answer one chat prompt with a model (default: SmolLM2-135M-Instruct).
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -40,7 +39,7 @@ pub struct Args {
 }
 
 /// Run the subcommand.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let loaded = match &args.model {
         Some(p) => ragen_gym_policy::load(p),
@@ -84,5 +83,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         println!("{}", s.text);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -2,8 +2,7 @@
 //! of a plugin, read without running any plugin code.
 
 use super::plugin_args::read_plugin;
-use anyhow::Context;
-use std::process::ExitCode;
+use crate::ExpectedError;
 
 /// Arguments of `ragen-gym inspect`.
 #[derive(clap::Args)]
@@ -16,10 +15,11 @@ pub struct Args {
 }
 
 /// Run the subcommand.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (name, bytes) = read_plugin(&args.plugin)?;
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (name, bytes) =
+        read_plugin(&args.plugin).map_err(|e| ExpectedError::plugin(&args.plugin, e))?;
     let info = ragen_gym_sandbox::inspect_bytes(&name, &bytes)
-        .with_context(|| format!("failed to inspect {name}"))?;
+        .map_err(|e| ExpectedError::plugin(&name, e))?;
     let m = &info.manifest;
     if args.json {
         let v = serde_json::json!({
@@ -63,5 +63,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("imports:           {}", info.imports.join(", "));
         println!("exports:           {}", info.exports.join(", "));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -4,7 +4,6 @@
 use super::plugin_args::{SandboxArgs, load};
 use ragen_gym_core::Env;
 use std::io::{BufRead, Write};
-use std::process::ExitCode;
 
 /// Arguments of `ragen-gym play`.
 #[derive(clap::Args)]
@@ -18,12 +17,13 @@ pub struct Args {
     /// The env's config as a JSON object (default: the env's defaults).
     #[arg(long, default_value = "")]
     pub config: String,
+    /// Sandbox limits and capability grants.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
 
 /// Run the subcommand.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<()> {
     let plugin = load(&args.env, &args.sandbox)?;
     let mut env = plugin.new_env(&args.config, args.sandbox.grants()?)?;
     let spec = env.spec().clone();
@@ -93,5 +93,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             break;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -9,7 +9,6 @@ use anyhow::Context;
 use plotters::prelude::*;
 use ragen_gym_starpo::RunDir;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// Arguments of `ragen-gym plot`.
 #[derive(clap::Args)]
@@ -33,7 +32,7 @@ const CURVES: [&str; 6] = [
 ];
 
 /// Run the subcommand.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<()> {
     let run = RunDir::create(&args.run_dir)?;
     let lines = run
         .read_metrics()
@@ -66,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             series.join(" ")
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn range(pts: &[(f64, f64)]) -> (f64, f64) {

@@ -1,6 +1,7 @@
 //! Shared by the plugin subcommands: resolve `PLUGIN` (a `.wasm` path or a built-in name), and
 //! sandbox flags (`--allow-host`, `--fuel`, `--memory-mib`).
 
+use crate::ExpectedError;
 use anyhow::Context;
 use ragen_gym_sandbox::{Grants, HostPort, Plugin, ReqwestTransport, Sandbox, SandboxConfig};
 use std::path::Path;
@@ -76,8 +77,12 @@ pub fn read_plugin(spec: &str) -> anyhow::Result<(String, Vec<u8>)> {
 /// Load a plugin into a new sandbox. When the user granted any host (`--allow-host`), the
 /// sandbox gets the reqwest HTTP transport; without grants no transport exists at all, so even a
 /// gate bug could not open a connection.
+///
+/// # Errors
+/// An unknown or unreadable plugin, or one the sandbox refuses, is an
+/// [`ExpectedError::PluginRefused`] (exit code 11).
 pub fn load(spec: &str, args: &SandboxArgs) -> anyhow::Result<Plugin> {
-    let (name, bytes) = read_plugin(spec)?;
+    let (name, bytes) = read_plugin(spec).map_err(|e| ExpectedError::plugin(spec, e))?;
     let sandbox = Sandbox::new(args.config()).context("failed to set up the sandbox")?;
     if !args.allow_host.is_empty() {
         let transport =
@@ -86,7 +91,7 @@ pub fn load(spec: &str, args: &SandboxArgs) -> anyhow::Result<Plugin> {
     }
     sandbox
         .load_bytes(&name, &bytes)
-        .with_context(|| format!("failed to load plugin {name}"))
+        .map_err(|e| ExpectedError::plugin(&name, e).into())
 }
 
 /// splitmix64: the CLI's seeded action sampler (no extra dependency).

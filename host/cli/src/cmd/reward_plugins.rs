@@ -4,6 +4,7 @@
 //! [`ragen_gym_starpo::RewardFunction`] trait.
 
 use super::plugin_args::{SandboxArgs, load};
+use crate::ExpectedError;
 use ragen_gym_core::Metric;
 use ragen_gym_starpo::{RewardBreakdown, RewardFunction, Trajectory};
 
@@ -77,7 +78,7 @@ pub fn load_all(
             let name = plugin.info().manifest.id.clone();
             let inner = plugin
                 .reward_function()
-                .map_err(|e| anyhow::anyhow!("--reward-plugin {spec}: {e}"))?;
+                .map_err(|e| ExpectedError::plugin(spec, e))?;
             Ok(Box::new(SandboxedReward { name, inner }) as Box<dyn RewardFunction>)
         })
         .collect()

@@ -7,6 +7,7 @@
 //! With `--resume DIR` the run's own `config.toml` replaces the first four layers.
 
 use super::plugin_args::{SandboxArgs, load};
+use crate::ExpectedError;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ragen_gym_core::{Env, EnvCallError};
@@ -14,7 +15,6 @@ use ragen_gym_starpo::config::{CPU_PROFILE_TOML, env_preset};
 use ragen_gym_starpo::{ConfigBuilder, Phase, TrainEvent, TrainSetup, Trainer};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// Arguments of `ragen-gym train`.
 #[derive(clap::Args)]
@@ -48,6 +48,7 @@ pub struct Args {
     /// rewards (repeatable; not remembered by `--resume`, pass it again).
     #[arg(long = "reward-plugin", value_name = "PLUGIN")]
     pub reward_plugin: Vec<String>,
+    /// Sandbox limits and capability grants.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
@@ -59,8 +60,8 @@ fn env_name(spec: &str) -> String {
 }
 
 /// Run the subcommand.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (mut builder, env_spec, run_dir) = match &args.resume {
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (builder, env_spec, run_dir) = match &args.resume {
         Some(dir) => {
             let info: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).with_context(
@@ -74,7 +75,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .context("run.json has no env_source; pass --env")?
                     .to_string(),
             };
-            (Trainer::resume_config(dir)?, env, dir.clone())
+            (
+                Trainer::resume_config(dir).map_err(ExpectedError::config)?,
+                env,
+                dir.clone(),
+            )
         }
         None => {
             let env = args
@@ -83,13 +88,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .context("--env PLUGIN is required (or --resume DIR)")?;
             let mut b = ConfigBuilder::new();
             if !cfg!(feature = "cuda") && !args.no_cpu_profile {
-                b = b.layer_str(CPU_PROFILE_TOML, "the CPU profile (configs/cpu.toml)")?;
+                b = b
+                    .layer_str(CPU_PROFILE_TOML, "the CPU profile (configs/cpu.toml)")
+                    .map_err(ExpectedError::config)?;
             }
             if let Some(preset) = env_preset(&env) {
-                b = b.layer_str(preset, &format!("the {env} preset"))?;
+                b = b
+                    .layer_str(preset, &format!("the {env} preset"))
+                    .map_err(ExpectedError::config)?;
             }
             if let Some(f) = &args.config {
-                b = b.layer_file(f)?;
+                b = b.layer_file(f).map_err(ExpectedError::config)?;
             }
             let dir = args.run_dir.clone().unwrap_or_else(|| {
                 let t = std::time::SystemTime::now()
@@ -100,17 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             (b, env, dir)
         }
     };
-    builder = builder.layer_env(std::env::vars())?;
-    for s in &args.set {
-        builder = builder.layer_override(s)?;
-    }
-    if let Some(m) = &args.model {
-        builder = builder.layer_override(&format!("model.path={}", toml_quote(m)))?;
-    }
-    if let Some(n) = args.iterations {
-        builder = builder.layer_override(&format!("trainer.total_training_steps={n}"))?;
-    }
-    let config = builder.build()?;
+    let config = finish_config(builder, &args).map_err(ExpectedError::config)?;
 
     // One live instance per env: the train pool, the validation pool, and some slack for
     // instances being replaced after a trap.
@@ -135,13 +134,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         run_dir,
         resume: args.resume.is_some(),
     })
-    .context("failed to set up training")?;
+    .map_err(|e| ExpectedError::training("training setup", e))?;
     eprintln!("run directory: {}", trainer.run_dir().display());
     let mut reporter = Reporter::new();
     trainer
         .train(&mut |e| reporter.on_event(e))
-        .context("training failed")?;
-    Ok(ExitCode::SUCCESS)
+        .map_err(|e| ExpectedError::training("training", e))?;
+    Ok(())
+}
+
+/// The layers above the files: environment variables, `--set`, `--model`, `--iterations`.
+fn finish_config(
+    mut builder: ConfigBuilder,
+    args: &Args,
+) -> Result<ragen_gym_starpo::Config, ragen_gym_starpo::ConfigError> {
+    builder = builder.layer_env(std::env::vars())?;
+    for s in &args.set {
+        builder = builder.layer_override(s)?;
+    }
+    if let Some(m) = &args.model {
+        builder = builder.layer_override(&format!("model.path={}", toml_quote(m)))?;
+    }
+    if let Some(n) = args.iterations {
+        builder = builder.layer_override(&format!("trainer.total_training_steps={n}"))?;
+    }
+    builder.build()
 }
 
 fn toml_quote(s: &str) -> String {

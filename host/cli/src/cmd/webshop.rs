@@ -1,7 +1,6 @@
 //! `ragen-gym webshop ...`: the WebShop-compatible test server.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context;
 use ragen_gym_webshop::{Catalog, WebShopServer};
@@ -28,13 +27,13 @@ pub struct ServeArgs {
 }
 
 /// Run a webshop subcommand.
-pub fn run(cmd: WebshopCommand) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: WebshopCommand) -> anyhow::Result<()> {
     match cmd {
         WebshopCommand::Serve(args) => serve(args),
     }
 }
 
-fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let catalog = match &args.catalog {
         Some(path) => Catalog::from_file(path).context("failed to load the --catalog file")?,
         None => Catalog::embedded(),
@@ -47,5 +46,5 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         server.base_url()
     );
     server.wait();
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -1,7 +1,5 @@
 //! `ragen-gym bench ...`: benchmarks that measure side by side in one run and print ratios.
 
-use std::process::ExitCode;
-
 /// Benchmark families.
 #[derive(clap::Subcommand)]
 pub enum BenchCommand {
@@ -11,16 +9,14 @@ pub enum BenchCommand {
     Policy(PolicyArgs),
 }
 
-#[path = "bench_envs.rs"]
 mod envs;
 pub use envs::EnvsArgs;
 
-#[path = "bench_policy.rs"]
 mod policy;
 pub use policy::PolicyArgs;
 
 /// Run a benchmark.
-pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Envs(a) => envs::run(a),
         BenchCommand::Policy(a) => policy::run(a),

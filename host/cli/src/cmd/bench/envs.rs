@@ -6,7 +6,6 @@
 use crate::cmd::plugin_args::{read_plugin, splitmix};
 use ragen_gym_core::{Env, NativeEnv};
 use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig};
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// Arguments of `bench envs`.
@@ -76,7 +75,7 @@ fn native(name: &str) -> anyhow::Result<Box<dyn Env>> {
 }
 
 /// Run `bench envs`.
-pub fn run(args: EnvsArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: EnvsArgs) -> anyhow::Result<()> {
     let base = SandboxConfig {
         cache_dir: None,
         max_instances: 64,
@@ -160,5 +159,5 @@ pub fn run(args: EnvsArgs) -> anyhow::Result<ExitCode> {
             "(steps/s time step calls only; x = native/sandbox slowdown; reset n/w = native/wasm reset µs; fresh = new instance + constructor + reset)"
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

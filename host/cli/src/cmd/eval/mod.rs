@@ -5,10 +5,8 @@
 
 use super::plugin_args::{SandboxArgs, load, splitmix};
 
-#[path = "eval_model.rs"]
-mod eval_model;
+mod model;
 use ragen_gym_core::Env;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// The policy to evaluate.
@@ -48,14 +46,15 @@ pub struct Args {
     /// With `--model`: override a training-config key, `section.key=value` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE", requires = "model")]
     pub set: Vec<String>,
+    /// Sandbox limits and capability grants.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
 
 /// Run the subcommand.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(model) = &args.model {
-        return eval_model::run_model(
+        return model::run_model(
             &args.env,
             model,
             &args.config,
@@ -154,7 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("failed episodes {failed}");
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Actions listed on the last `Available actions: a, b, ...` line of a free-text observation

@@ -3,6 +3,7 @@
 //! `seed.val + i`, temperature `rollout.val_temperature`, the training budgets. The config is
 //! layered like `train` (default, CPU profile, env preset, `--set`).
 
+use crate::ExpectedError;
 use crate::cmd::plugin_args::{SandboxArgs, load};
 use anyhow::Context;
 use ragen_gym_core::{Env, EnvCallError};
@@ -11,7 +12,6 @@ use ragen_gym_starpo::config::{CPU_PROFILE_TOML, env_preset};
 use ragen_gym_starpo::rollout::EnvPool;
 use ragen_gym_starpo::{ConfigBuilder, evaluate};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// Load the model to evaluate: a run directory, a checkpoint directory, a policy directory
 /// (Hugging Face, with or without a LoRA adapter), a `.gguf` file, or `default`.
@@ -44,15 +44,12 @@ fn load_model(spec: &str) -> anyhow::Result<(pol::LlamaModel, pol::Tokenizer, Pa
     ))
 }
 
-/// Run the validation protocol and print `episodes`, `success_rate`, `mean_return`.
-pub fn run_model(
+/// The config of `eval --model`: layered like `train`'s.
+fn eval_config(
     env_spec: &str,
-    model: &str,
     env_config: &str,
     set: &[String],
-    json: bool,
-    sandbox: &SandboxArgs,
-) -> anyhow::Result<ExitCode> {
+) -> Result<ragen_gym_starpo::Config, ragen_gym_starpo::ConfigError> {
     let mut b = ConfigBuilder::new();
     if !cfg!(feature = "cuda") {
         b = b.layer_str(CPU_PROFILE_TOML, "the CPU profile (configs/cpu.toml)")?;
@@ -67,7 +64,19 @@ pub fn run_model(
     for s in set {
         b = b.layer_override(s)?;
     }
-    let cfg = b.build()?;
+    b.build()
+}
+
+/// Run the validation protocol and print `episodes`, `success_rate`, `mean_return`.
+pub fn run_model(
+    env_spec: &str,
+    model: &str,
+    env_config: &str,
+    set: &[String],
+    json: bool,
+    sandbox: &SandboxArgs,
+) -> anyhow::Result<()> {
+    let cfg = eval_config(env_spec, env_config, set).map_err(ExpectedError::config)?;
     let n = cfg.es_manager.val.env_groups * cfg.es_manager.val.group_size;
     let mut sandbox = sandbox.clone();
     sandbox.max_instances = Some(u32::try_from(n + 8).unwrap_or(u32::MAX));
@@ -87,7 +96,8 @@ pub fn run_model(
         &mut pool,
         cfg.seed.sampler,
         &mut |_| {},
-    )?;
+    )
+    .map_err(|e| ExpectedError::training("evaluation", e))?;
     if json {
         let v = serde_json::json!({
             "env": pool.spec().id,
@@ -109,5 +119,5 @@ pub fn run_model(
         println!("success rate  {:.4}", r.success_rate);
         println!("mean return   {:.4}", r.mean_return);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -3,7 +3,6 @@
 //! stacks on the same kind of 2-core machine (`shared/models/README.md`).
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -70,7 +69,7 @@ fn reset_peak_rss() {
 }
 
 /// Run the policy benchmark.
-pub fn run(args: PolicyArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let loaded = match &args.model {
         Some(p) => ragen_gym_policy::load(p),
@@ -155,7 +154,7 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_table(&report);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn bench_train(
