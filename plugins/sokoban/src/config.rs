@@ -31,7 +31,8 @@ pub struct SokobanConfig {
     pub dim_x: u32,
     /// Columns of the room, border walls included (RAGEN `dim_y`). 4..=16.
     pub dim_y: u32,
-    /// Boxes (and targets). 1..=10.
+    /// Boxes (and targets). 1..=10, and at most `(interior cells - 2) / 2` (each box, its
+    /// target and the player on distinct cells plus one free cell); a 4x4 room is refused.
     pub num_boxes: u32,
     /// Steps after which an unsolved episode ends as truncated (gym-sokoban `max_steps`).
     pub max_steps: u32,
@@ -103,13 +104,27 @@ impl SokobanConfig {
         if !(1..=10).contains(&self.num_boxes) {
             return bad("num_boxes", format!("{} is outside 1..=10", self.num_boxes));
         }
+        if (self.dim_x, self.dim_y) == (4, 4) {
+            // Its 2x2 interior is all corners, where a box off its target can never move.
+            return bad(
+                "dim_x",
+                "a 4x4 room admits no solvable level (every floor cell is a corner)".to_string(),
+            );
+        }
+        // Generated levels leave every box off its target (gym-sokoban `reverse_playing` keeps
+        // only states with every target uncovered), so boxes, targets and the player take
+        // 2k + 1 distinct cells, and the player needs at least one more to move.
         let interior = (self.dim_x - 2) * (self.dim_y - 2);
-        if self.num_boxes + 1 >= interior {
+        if 2 * self.num_boxes + 2 > interior {
             return bad(
                 "num_boxes",
                 format!(
-                    "{} boxes and the player do not fit in a {}x{} room",
-                    self.num_boxes, self.dim_x, self.dim_y
+                    "{} boxes, their targets and the player need {} floor cells but a {}x{} \
+                     room has {interior}",
+                    self.num_boxes,
+                    2 * self.num_boxes + 2,
+                    self.dim_x,
+                    self.dim_y
                 ),
             );
         }
@@ -158,6 +173,10 @@ mod tests {
         assert!(err(r#"{"num_boxes":"two"}"#).contains("num_boxes"));
         assert!(err(r#"{"dim_x":6,"num_boxes":-1}"#).contains("num_boxes"));
         assert!(err(r#"{"dim_x":3}"#).contains("dim_x"));
+        assert!(err(r#"{"dim_x":4,"dim_y":4}"#).contains("4x4"));
+        // 5x5 has 9 interior cells: 3 boxes fit (8 cells), 4 do not (10).
+        assert!(SokobanConfig::from_json(r#"{"dim_x":5,"dim_y":5,"num_boxes":3}"#).is_ok());
+        assert!(err(r#"{"dim_x":5,"dim_y":5,"num_boxes":4}"#).contains("need 10 floor cells"));
         assert!(err(r#"{"grid_vocab":"emoji"}"#).contains("grid_vocab"));
         assert!(err(r#"{"search_depth":0}"#).contains("search_depth"));
         assert!(err("[1]").contains("object"));

@@ -11,6 +11,13 @@
 //!    the player, and keeps the state maximising `box_swaps * total Manhattan displacement`
 //!    (scored 0 unless every target is uncovered). Pulls can always be undone by pushes, so the
 //!    kept level is solvable. Steps 1-3 are tried up to 4 times until the displacement is > 0.
+//!    **One deliberate difference:** gym-sokoban's `depth_first_search` keeps the *first* state
+//!    that reaches the highest score, so ties are broken by the fixed action order of the search
+//!    and many seeds that share a room and start map onto one level. Here ties are broken
+//!    uniformly at random among all explored states with the highest score (reservoir sampling
+//!    during the same search), which keeps the objective, the search and solvability unchanged
+//!    and raises the distinct levels per 1000 seeds (issue #12 fault 8; the figures per config
+//!    are in the test `distinct_levels_per_1000_seeds`).
 //! 4. The player is then walked 1-3 random steps (probability 0.8 of moving at all when the
 //!    displacement is 1, else 0.5; continue probability 0.5; never onto boxes or revisited cells).
 //!
@@ -110,7 +117,7 @@ fn generate_with(
     for _ in 0..TRIES_PER_SEED {
         let tiles = topology(rows, cols, num_steps, rng);
         let start = place(tiles, rows, cols, config.num_boxes as usize, rng)?;
-        let (level, displacement) = reverse_play(&start, config.search_depth);
+        let (level, displacement) = reverse_play(&start, config.search_depth, rng);
         if displacement > 0 {
             found = Some((level, displacement));
             break;
@@ -208,6 +215,9 @@ struct ReversePlay<'a> {
     explored: StateSet,
     best_score: i64,
     best: (usize, Vec<usize>),
+    /// Explored states scoring `best_score` so far (for the uniform tie-break).
+    ties: u32,
+    rng: &'a mut ChaCha8Rng,
 }
 
 impl ReversePlay<'_> {
@@ -258,6 +268,13 @@ impl ReversePlay<'_> {
         if score > self.best_score {
             self.best_score = score;
             self.best = (player, boxes.to_vec());
+            self.ties = 1;
+        } else if score == self.best_score && score > 0 {
+            // Reservoir sampling: after n ties each of them is kept with probability 1/n.
+            self.ties += 1;
+            if self.rng.random_range(0..self.ties) == 0 {
+                self.best = (player, boxes.to_vec());
+            }
         }
         let level = self.start;
         for dir in Direction::ALL {
@@ -270,7 +287,7 @@ impl ReversePlay<'_> {
             let mut next_boxes = boxes.to_vec();
             let mut next_pull = last_pull;
             // The box on the opposite side of the player follows it (a pull).
-            let behind = opposite(level, player, dir);
+            let behind = level.neighbour(player, dir.opposite());
             if let Some(i) = behind.and_then(|b| boxes.iter().position(|&x| x == b)) {
                 next_boxes[i] = player;
                 next_pull = Some(i);
@@ -281,23 +298,15 @@ impl ReversePlay<'_> {
     }
 }
 
-fn opposite(level: &Level, pos: usize, dir: Direction) -> Option<usize> {
-    let back = match dir {
-        Direction::Up => Direction::Down,
-        Direction::Down => Direction::Up,
-        Direction::Left => Direction::Right,
-        Direction::Right => Direction::Left,
-    };
-    level.neighbour(pos, back)
-}
-
 /// Step 3: returns the best reverse-played level and its total box displacement.
-fn reverse_play(start: &Level, search_depth: u32) -> (Level, usize) {
+fn reverse_play(start: &Level, search_depth: u32, rng: &mut ChaCha8Rng) -> (Level, usize) {
     let mut search = ReversePlay {
         start,
         explored: StateSet::default(),
         best_score: -1,
         best: (start.player, start.boxes.clone()),
+        ties: 0,
+        rng,
     };
     search.search(start.player, &start.boxes, 0, None, i64::from(search_depth));
     let (player, boxes) = search.best.clone();
@@ -347,9 +356,20 @@ fn shuffle_player(
 mod tests {
     use super::*;
     use crate::config::GridVocab;
-    use crate::solver::shortest_solution;
+    use crate::solver::{all_valid_levels, shortest_solution};
 
-    fn check_levels(config: &SokobanConfig, seeds: std::ops::Range<u64>) {
+    fn sized(dim_x: u32, dim_y: u32, num_boxes: u32) -> SokobanConfig {
+        SokobanConfig {
+            dim_x,
+            dim_y,
+            num_boxes,
+            ..SokobanConfig::default()
+        }
+    }
+
+    /// Every level for `seeds` is well formed, not solved and solvable; returns the number of
+    /// seeds that needed a fallback seed.
+    fn check_levels(config: &SokobanConfig, seeds: std::ops::Range<u64>) -> u32 {
         let mut fallbacks = 0;
         for seed in seeds {
             let generated =
@@ -378,18 +398,137 @@ mod tests {
             );
             fallbacks += u32::from(generated.seed_attempts > 1);
         }
+        fallbacks
+    }
+
+    #[test]
+    fn default_levels_for_1000_seeds_are_solvable_and_unsolved() {
+        let fallbacks = check_levels(&SokobanConfig::default(), 0..1000);
         // The fallback seed is a rare path, not the normal one.
         assert!(fallbacks < 50, "{fallbacks} seeds needed a fallback seed");
     }
 
     #[test]
-    fn default_levels_for_1000_seeds_are_solvable_and_unsolved() {
-        check_levels(&SokobanConfig::default(), 0..1000);
+    fn larger_sokoban_levels_for_100_seeds_are_solvable_and_unsolved() {
+        let fallbacks = check_levels(&SokobanConfig::larger(), 0..100);
+        assert!(fallbacks < 20, "{fallbacks} seeds needed a fallback seed");
     }
 
     #[test]
-    fn larger_sokoban_levels_for_100_seeds_are_solvable_and_unsolved() {
-        check_levels(&SokobanConfig::larger(), 0..100);
+    fn crowded_levels_are_solvable_and_unsolved() {
+        // Most 5x5 seeds with 3 boxes need a fallback seed (the walk rarely leaves room for
+        // them); what matters is that each still ends in a valid level.
+        check_levels(&sized(5, 5, 3), 0..200);
+        check_levels(&sized(6, 6, 3), 0..200);
+        check_levels(&sized(4, 5, 1), 0..200);
+    }
+
+    /// Distinct initial levels (rendered text) over seeds 0..1000 (issue #12 fault 8).
+    ///
+    /// | config                        | first-found tie-break | uniform tie-break | room admits |
+    /// |-------------------------------|-----------------------|-------------------|-------------|
+    /// | 6x6, 1 box (`SimpleSokoban`)  | 915                   | 958               | (> 26,000)  |
+    /// | 6x6, 1 box, depth 30 (alt vocab) | 917                | 957               | (> 26,000)  |
+    /// | 8x8, 2 boxes (`LargerSokoban`)| 999                   | 1000              |             |
+    /// | 6x6, 2 boxes                  | 963                   | 968               |             |
+    /// | 6x6, 3 boxes                  | 993                   | 993               |             |
+    /// | 5x5, 1 box                    | 425                   | 500               | 2104        |
+    /// | 5x5, 2 boxes                  | 292                   | 367               | 924         |
+    /// | 5x5, 3 boxes                  | 44                    | 44                | 44          |
+    /// | 4x5, 1 box                    | 48                    | 53                | 64          |
+    ///
+    /// (`cargo run --release -p ragen-sokoban --example diversity` prints the middle column.)
+    /// "Room admits" is the exhaustive count of [`all_valid_levels`]. 90% distinct is only
+    /// possible where it is large: 1000 independent seeds drawn even uniformly from `U` levels
+    /// give `U * (1 - (1 - 1/U)^1000)` distinct ones in expectation, 796 for U = 2104, 611 for
+    /// U = 924, 64 and 44 for the two smallest rooms (at most U in any case); U must exceed
+    /// about 4,900 for 900. The generator is further from uniform than that because its random
+    /// walk of `1.7 * (dim_x + dim_y)` steps fills most of a small room (a 5x5 room is left
+    /// fully open in 23% of seeds, and that room admits only 128 one-box levels).
+    #[test]
+    fn distinct_levels_per_1000_seeds() {
+        let distinct = |config: &SokobanConfig| -> HashSet<String> {
+            (0..1000)
+                .map(|seed| {
+                    let level = generate(config, seed).expect("level").level;
+                    level.render(GridVocab::Standard)
+                })
+                .collect()
+        };
+        // Rooms where 90% is possible.
+        for (name, config) in [
+            ("SimpleSokoban", SokobanConfig::default()),
+            (
+                "SokobanDifferentGridVocab",
+                SokobanConfig::different_grid_vocab(),
+            ),
+            ("LargerSokoban", SokobanConfig::larger()),
+            ("6x6 with 2 boxes", sized(6, 6, 2)),
+            ("6x6 with 3 boxes", sized(6, 6, 3)),
+        ] {
+            let count = distinct(&config).len();
+            assert!(
+                count >= 950,
+                "{name}: {count} distinct levels in 1000 seeds"
+            );
+        }
+        // Small rooms: every generated level is one the room admits, and the count is held
+        // near what the generator reaches (the ceiling is stated above).
+        for ((rows, cols, boxes), admits, at_least) in [
+            ((5, 5, 1), 2104, 490),
+            ((5, 5, 2), 924, 360),
+            ((5, 5, 3), 44, 44),
+            ((4, 5, 1), 64, 53),
+        ] {
+            let config = sized(rows, cols, boxes);
+            let generated = distinct(&config);
+            let all = all_valid_levels(rows as usize, cols as usize, boxes as usize);
+            assert_eq!(all.len(), admits, "{rows}x{cols} with {boxes} boxes admits");
+            let outside: Vec<_> = generated.difference(&all).collect();
+            assert!(
+                outside.is_empty(),
+                "levels the room does not admit: {outside:?}"
+            );
+            assert!(
+                generated.len() >= at_least,
+                "{rows}x{cols} with {boxes} boxes: {} distinct levels in 1000 seeds",
+                generated.len()
+            );
+        }
+    }
+
+    #[test]
+    fn ties_for_the_best_score_are_broken_by_the_random_stream() {
+        // Open 4x4 interior, one box on its target at row 2 column 2, player beside it. With one
+        // box `box_swaps` is 1 after the first pull, so the score is the displacement; several
+        // explored states reach the maximum, and the stream decides which one is kept.
+        let start = Level::parse(
+            "######\n#____#\n#_√P_#\n#____#\n#____#\n######",
+            GridVocab::Standard,
+        )
+        .unwrap();
+        let mut kept = HashSet::new();
+        let mut displacements = HashSet::new();
+        for seed in 0..64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let (level, displacement) = reverse_play(&start, 300, &mut rng);
+            assert!(!level.is_solved());
+            assert_eq!(
+                level.boxes_on_target(),
+                0,
+                "every target is uncovered in a kept state"
+            );
+            displacements.insert(displacement);
+            kept.insert(level.render(GridVocab::Standard));
+        }
+        // Always the maximum: a pull needs a free cell beyond the player, so the box never
+        // reaches the cells along the walls and stays in the inner 2x2; (3, 3) is 2 away...
+        assert_eq!(displacements, HashSet::from([2]));
+        // ...but not always the same state.
+        assert!(kept.len() > 1, "one kept state for 64 streams: {kept:?}");
+        // And the same stream keeps the same state.
+        let again = |seed| reverse_play(&start, 300, &mut ChaCha8Rng::seed_from_u64(seed));
+        assert_eq!(again(5), again(5));
     }
 
     #[test]

@@ -55,6 +55,16 @@ impl Direction {
             .find(|d| d.name().eq_ignore_ascii_case(action))
     }
 
+    /// The reverse direction.
+    pub fn opposite(self) -> Direction {
+        match self {
+            Direction::Up => Direction::Down,
+            Direction::Down => Direction::Up,
+            Direction::Left => Direction::Right,
+            Direction::Right => Direction::Left,
+        }
+    }
+
     /// `(row, column)` change.
     pub fn delta(self) -> (isize, isize) {
         match self {
