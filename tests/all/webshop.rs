@@ -79,11 +79,7 @@ fn env(plugin: &Plugin, server: &WebShopServer, granted: bool) -> WasmEnv {
 }
 
 fn goal_seed(asin: &str, first_option: &str) -> u64 {
-    let c = Catalog::embedded();
-    c.goals
-        .iter()
-        .position(|g| g.asin == asin && g.goal_options[0] == first_option)
-        .unwrap() as u64
+    Catalog::embedded().goal_index(asin, first_option).unwrap()
 }
 
 #[test]
@@ -110,7 +106,7 @@ fn bridge_plays_the_worked_example_through_the_sandbox() {
         "search[cotton spandex]",
         "click[b0ws000001]",
         "click[black]",
-        "click[x-large]",
+        "click[large]",
     ] {
         let s = env.step(action).unwrap();
         assert!(s.action_is_valid && !s.terminated, "{action}");

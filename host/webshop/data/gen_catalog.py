@@ -164,12 +164,15 @@ for p in P:
     mults = [m for m in range(10, 1000, 10) if m > price][:4]
     budget = float(mults[1]) if len(mults) >= 2 else 1e6
     for combo in gopts:
+        # upstream get_synthetic_goals: a {name: value} dict over sorted(option names), and the
+        # instruction lists the options in that order
         names = [o["name"] for o in p["options"]]
-        opt_text = ", and ".join(f"{n}: {v}" for n, v in zip(names, combo))
+        goal_options = dict(sorted(zip(names, combo)))
+        opt_text = ", and ".join(f"{n}: {v}" for n, v in goal_options.items())
         text = f"{instr} with {opt_text}, and price lower than {budget:.2f} dollars"
         goals.append(dict(asin=p["asin"], name=p["name"], query=p["query"], category=p["category"],
             product_category=p["product_category"], instruction_text=text, attributes=iattrs,
-            goal_options=list(combo), price_upper=budget))
+            goal_options=goal_options, price_upper=budget))
 # interleave goals deterministically (upstream shuffles with seed 233; we keep a fixed, documented order)
 import random
 random.Random(233).shuffle(goals)

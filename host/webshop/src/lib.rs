@@ -3,8 +3,11 @@
 //! A native stand-in for the WebShop text environment (Yao et al. 2022, `princeton-nlp/WebShop`
 //! `master`) served through the AgentGym `agentenv-webshop` env-server routes, so the
 //! `webshop-bridge` plugin can be tested end to end without Python, Java or the real data.
-//! Everything follows `shared/spec/webshop.md`: the simple-mode page strings and transitions
-//! (§1.4-1.5, §6.2), the routes and their JSON shapes (§5.1) and the reward (§2).
+//! It follows upstream's simple-mode page strings and transitions (`web_agent_site/envs/
+//! web_agent_text_env.py`), AgentGym's routes and JSON shapes (`agentenv-webshop`), and the
+//! reward of `web_agent_site/engine/goal.py::get_reward` with thefuzz 0.19.0's
+//! `token_set_ratio` (see [`fuzz`]); synthetic goals keep their `{name: value}` options and are
+//! scored as `(name, value)` pairs, as upstream does.
 //!
 //! ```no_run
 //! use ragen_gym_webshop::{Catalog, WebShopServer};

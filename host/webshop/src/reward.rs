@@ -1,5 +1,4 @@
-//! The WebShop reward, `web_agent_site/engine/goal.py::get_reward` on upstream `master`
-//! (`shared/spec/webshop.md` §2):
+//! The WebShop reward, `web_agent_site/engine/goal.py::get_reward` on upstream `master`:
 //!
 //! ```text
 //! r = r_type * (n_attr_match + n_opt_match + 1[price <= price_upper])
@@ -10,10 +9,10 @@
 
 use serde::Serialize;
 
-use crate::catalog::{Goal, Product};
-use crate::fuzz::token_set_ratio;
+use crate::catalog::{Goal, GoalOptions, Product};
+use crate::fuzz::{PyText, token_set_ratio};
 
-/// Score above which two strings match (`fuzz.token_set_ratio(a, b) > 85`, spec §2.3-2.4).
+/// Score above which two strings match (`fuzz.token_set_ratio(a, b) > 85` in `goal.py`).
 pub const MATCH_THRESHOLD: u32 = 85;
 
 /// The colour words of WebShop's `engine/normalize.py::COLOR_SET`, in its (alphabetical) order.
@@ -123,7 +122,7 @@ pub const COLOR_SET: &[&str] = &[
 ];
 
 /// `normalize_color`: the first [`COLOR_SET`] entry that is a substring of `value`, otherwise
-/// `value` unchanged (so `washed black` becomes `ash` and `standard` becomes `tan`, spec §2.5).
+/// `value` unchanged (so `washed black` becomes `ash` and `standard` becomes `tan`; `engine/normalize.py::normalize_color`).
 pub fn normalize_color(value: &str) -> &str {
     COLOR_SET
         .iter()
@@ -132,7 +131,7 @@ pub fn normalize_color(value: &str) -> &str {
         .unwrap_or(value)
 }
 
-/// The verbose reward breakdown (the text env's `verbose_info`; spec §2.1).
+/// The verbose reward breakdown (the text env's `verbose_info`, `goal.py::get_reward` with `verbose`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RewardBreakdown {
     /// Total reward in `[0, 1]`.
@@ -163,7 +162,7 @@ pub struct RewardBreakdown {
     pub n_option_match: usize,
 }
 
-/// `get_type_reward` (spec §2.2): `(r_type, query_match, category_match, title_score)`.
+/// `goal.py::get_type_reward`: `(r_type, query_match, category_match, title_score)`.
 ///
 /// `goal_nouns` is a list: like upstream, duplicates count in the denominator while the
 /// intersection is taken over sets.
@@ -205,7 +204,7 @@ pub fn type_reward(
     (r_type, query_match, category_match, title_score)
 }
 
-/// `get_attribute_reward` (spec §2.3): a goal attribute matches when some product attribute
+/// `goal.py::get_attribute_reward`: a goal attribute matches when some product attribute
 /// scores `> 85` against it, or when it is a substring of the lowercased title, the joined
 /// bullet points, or the description. Returns the number of matches.
 pub fn attribute_matches(product: &Product, goal_attributes: &[String]) -> usize {
@@ -218,7 +217,7 @@ pub fn attribute_matches(product: &Product, goal_attributes: &[String]) -> usize
             product
                 .attributes
                 .iter()
-                .any(|p| token_set_ratio(p, g) > MATCH_THRESHOLD)
+                .any(|p| token_set_ratio(p.as_str(), g.as_str()) > MATCH_THRESHOLD)
                 || title.contains(g.as_str())
                 || bullets.contains(g.as_str())
                 || description.contains(g.as_str())
@@ -226,20 +225,47 @@ pub fn attribute_matches(product: &Product, goal_attributes: &[String]) -> usize
         .count()
 }
 
-/// `get_option_reward` (spec §2.4): both sides through [`normalize_color`]; each goal option
-/// counts once when any purchased option value scores `> 85` against it.
-pub fn option_matches(purchased_values: &[String], goal_options: &[String]) -> usize {
+/// `normalize_color` applied to a synthetic goal's `(name, value)` pair, as WebShop `master`
+/// does: `norm_color in color_string` on a tuple tests each element for equality, so the pair
+/// becomes the first [`COLOR_SET`] entry equal to its name or its value, and stays a pair
+/// otherwise (`('color', 'washed black')` is not normalised; `('color', 'black')` becomes
+/// `black`).
+pub fn normalize_color_pair<'a>(name: &'a str, value: &'a str) -> PyText<'a> {
+    COLOR_SET
+        .iter()
+        .copied()
+        .find(|c| *c == name || *c == value)
+        .map_or(PyText::Pair(name, value), PyText::Str)
+}
+
+/// `get_option_reward` (WebShop `master` `goal.py`): purchased values and goal options go
+/// through `normalize_color`; each goal option counts once when some purchased value scores
+/// `> 85` against it. A human goal's options are bare values; a synthetic goal's are
+/// `(name, value)` pairs (`get_reward` passes `goal_options.items()`), normalised with
+/// [`normalize_color_pair`] and scored through their Python text `('size', 'large')`, so a
+/// purchased `x-large` no longer matches a goal size `large` (83), while the goal's own value
+/// always does (100).
+pub fn option_matches(purchased_values: &[String], goal_options: &GoalOptions) -> usize {
     let purchased: Vec<&str> = purchased_values
         .iter()
         .map(|o| normalize_color(o))
         .collect();
-    goal_options
-        .iter()
-        .map(|g| normalize_color(g))
-        .filter(|g| {
+    let goals: Vec<PyText<'_>> = match goal_options {
+        GoalOptions::Human(values) => values
+            .iter()
+            .map(|g| PyText::Str(normalize_color(g)))
+            .collect(),
+        GoalOptions::Synthetic(map) => map
+            .iter()
+            .map(|(name, value)| normalize_color_pair(name, value))
+            .collect(),
+    };
+    goals
+        .into_iter()
+        .filter(|&g| {
             purchased
                 .iter()
-                .any(|p| token_set_ratio(p, g) > MATCH_THRESHOLD)
+                .any(|&p| token_set_ratio(p, g) > MATCH_THRESHOLD)
         })
         .count()
 }
@@ -291,13 +317,7 @@ mod tests {
     fn goal_for(c: &Catalog, asin: &str, options: &[&str]) -> Goal {
         c.goals
             .iter()
-            .find(|g| {
-                g.asin == asin
-                    && g.goal_options
-                        .iter()
-                        .map(String::as_str)
-                        .eq(options.iter().copied())
-            })
+            .find(|g| g.asin == asin && g.goal_options.values() == options)
             .cloned()
             .expect("goal in the embedded catalog")
     }
@@ -309,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn normalize_color_quirks_of_the_spec() {
+    fn normalize_color_quirks() {
         for (v, want) in [
             ("washed black", "ash"),
             ("standard", "tan"),
@@ -322,21 +342,63 @@ mod tests {
         }
     }
 
-    /// Spec §2.5 worked example: attributes [machine wash, cotton spandex], options
-    /// [black, large], budget 30; buying the goal product in x-large at $19.99 scores 5/5.
+    fn as_human(goal: &Goal) -> Goal {
+        let values = goal.goal_options.values().into_iter().map(String::from);
+        Goal {
+            goal_options: GoalOptions::Human(values.collect()),
+            ..goal.clone()
+        }
+    }
+
+    /// The worked example of WebShop's reward: attributes [machine wash, cotton spandex],
+    /// options {color: black, size: large}, budget 30, the goal product bought at $19.99.
+    /// Expected rewards from WebShop `master` `goal.py::get_reward` itself (thefuzz 0.19.0,
+    /// printed by `data/fuzz_vectors.py`): as a human goal an `x-large` passes for `large`
+    /// (1.0), as a synthetic goal it does not (0.8), because `('size', 'large')` against
+    /// `x-large` scores 83.
     #[test]
-    fn worked_example_x_large_against_large_scores_one() {
+    fn worked_example_scores_as_master_for_human_and_synthetic_goals() {
         let c = Catalog::embedded();
-        let goal = goal_for(&c, "B0WS000001", &["black", "large"]);
-        assert_eq!(goal.attributes, ["machine wash", "cotton spandex"]);
-        assert_eq!(goal.price_upper, 30.0);
-        let b = buy(&c, "B0WS000001", &["black", "x-large"], &goal);
-        assert_eq!(b.r_type, 1.0);
-        assert_eq!((b.n_attr_match, b.n_option_match, b.r_price), (2, 2, 1.0));
-        assert_eq!(b.reward, 1.0);
-        // A different size class does not match: medium vs large scores 18.
-        let b = buy(&c, "B0WS000001", &["black", "medium"], &goal);
+        let synthetic = goal_for(&c, "B0WS000001", &["black", "large"]);
+        assert!(matches!(synthetic.goal_options, GoalOptions::Synthetic(_)));
+        assert_eq!(synthetic.attributes, ["machine wash", "cotton spandex"]);
+        assert_eq!(synthetic.price_upper, 30.0);
+        let human = as_human(&synthetic);
+        // (purchased options, reward as a human goal, reward as a synthetic goal)
+        let vectors: [(&[&str], f64, f64); 4] = [
+            (&["black", "large"], 1.0, 1.0),
+            (&["black", "x-large"], 1.0, 0.8),
+            (&["heather grey", "large"], 0.8, 0.8),
+            (&["large"], 0.8, 0.8),
+        ];
+        for (bought, want_human, want_synthetic) in vectors {
+            let h = buy(&c, "B0WS000001", bought, &human);
+            let s = buy(&c, "B0WS000001", bought, &synthetic);
+            assert_eq!(h.reward, want_human, "human goal, bought {bought:?}");
+            assert_eq!(
+                s.reward, want_synthetic,
+                "synthetic goal, bought {bought:?}"
+            );
+        }
+        // A different size class matches neither way: medium vs large scores 18.
+        let b = buy(&c, "B0WS000001", &["black", "medium"], &human);
         assert_eq!(b.reward, 4.0 / 5.0);
+    }
+
+    /// `normalize_color` on a pair, as master evaluates `norm_color in ('color', 'black')`
+    /// (same library run).
+    #[test]
+    fn normalize_color_on_pairs_tests_elements_for_equality() {
+        assert_eq!(normalize_color_pair("color", "black"), PyText::Str("black"));
+        assert_eq!(
+            normalize_color_pair("color", "washed black"),
+            PyText::Pair("color", "washed black")
+        );
+        assert_eq!(normalize_color_pair("size", "tan"), PyText::Str("tan"));
+        assert_eq!(
+            normalize_color_pair("size", "large"),
+            PyText::Pair("size", "large")
+        );
     }
 
     #[test]
@@ -348,7 +410,7 @@ mod tests {
             .find(|g| g.asin == "B0WS000019")
             .unwrap()
             .clone();
-        let opts: Vec<&str> = goal.goal_options.iter().map(String::as_str).collect();
+        let opts = goal.goal_options.values();
         // The travel mug has the same query, attributes and options but no noun in common.
         let b = buy(&c, "B0WS000020", &opts[..1], &goal);
         assert!(b.query_match);
@@ -366,7 +428,7 @@ mod tests {
             .find(|g| g.asin == "B0WS000006")
             .unwrap()
             .clone();
-        let opts: Vec<&str> = goal.goal_options.iter().map(String::as_str).collect();
+        let opts = goal.goal_options.values();
         let right = buy(&c, "B0WS000006", &opts, &goal);
         let twin = buy(&c, "B0WS000007", &opts, &goal);
         let denominator = (goal.attributes.len() + goal.goal_options.len() + 1) as f64;
@@ -380,7 +442,7 @@ mod tests {
     fn no_options_chosen_loses_the_option_share() {
         let c = Catalog::embedded();
         for goal in &c.goals {
-            let opts: Vec<&str> = goal.goal_options.iter().map(String::as_str).collect();
+            let opts = goal.goal_options.values();
             let full = buy(&c, &goal.asin, &opts, goal);
             let none = buy(&c, &goal.asin, &[], goal);
             assert_eq!(
