@@ -56,6 +56,12 @@ pub enum PolicyError {
         /// What went wrong.
         reason: String,
     },
+    /// Constrained decoding (#9): no token sequence of the vocabulary spells an action name.
+    #[error("spell action {name:?}: no token sequence of the vocabulary spells it")]
+    UnspellableAction {
+        /// The env's action name.
+        name: String,
+    },
     /// A caller passed inconsistent arguments (shapes, lengths, parameters).
     #[error("invalid argument `{name}`: {reason}")]
     InvalidArgument {

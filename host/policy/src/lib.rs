@@ -15,6 +15,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod constrain;
 pub mod critic;
 pub mod device;
 pub mod error;
@@ -36,6 +37,7 @@ pub use checkpoint::{
     save_checkpoint,
 };
 pub use config::{Family, ModelConfig};
+pub use constrain::{ActionGrammar, ActionIndex, Constraint, Guide, Next, Thinking, TokenKind};
 pub use critic::Critic;
 pub use device::{compute_dtype, default_device};
 pub use error::{PolicyError, Result};
@@ -47,6 +49,6 @@ pub use lora::{LoraAdapter, LoraConfig};
 pub use model::{AttentionMask, KvCache, LlamaModel, ModelParts, Weights};
 pub use optim::{AdamW, AdamWConfig, LrSchedule, ParamGrads, clip_grad_norm};
 pub use policy::{NamedParam, Policy, Trainable};
-pub use sampling::{FinishReason, Sample, SamplingParams, sample};
+pub use sampling::{FinishReason, Sample, SamplingParams, sample, sample_constrained};
 pub use scoring::{Scores, TokenBatch, hidden_states, score};
 pub use tokenizer::{Message, Role, Tokenizer};

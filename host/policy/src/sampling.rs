@@ -5,6 +5,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::constrain::{Constraint, Guide, Next, TokenKind, mask_logits};
 use crate::model::{AttentionMask, KvCache, LlamaModel};
 use crate::tokenizer::Tokenizer;
 use crate::{PolicyError, Result};
@@ -58,9 +59,12 @@ pub enum FinishReason {
 pub struct Sample {
     /// Generated token ids, including a final end-of-turn token when `finish_reason` is `Stop`.
     pub tokens: Vec<u32>,
-    /// `log p(token)` of each generated token under the model's unmodified distribution
-    /// (temperature 1, no top-k/top-p), i.e. exactly what [`crate::score`] recomputes.
+    /// `log p(token)` of each generated token under the model's distribution at temperature 1
+    /// without top-k/top-p, renormalised over the allowed set for a constrained choice and 0 for
+    /// a forced token: exactly what [`crate::score`] recomputes with the same `kinds`.
     pub logprobs: Vec<f32>,
+    /// How each token was produced (all [`TokenKind::Free`] without a constraint).
+    pub kinds: Vec<TokenKind>,
     /// Decoded text without special tokens.
     pub text: String,
     /// Why generation ended.
@@ -81,6 +85,21 @@ pub fn sample(
     prompts: &[Vec<u32>],
     params: &SamplingParams,
 ) -> Result<Vec<Sample>> {
+    sample_constrained(model, tokenizer, prompts, params, None)
+}
+
+/// [`sample`], with each row's answer restricted by `constraint` (constrained action decoding,
+/// #9, [`crate::constrain`]): the grammar masks the logits before temperature, top-k and top-p.
+///
+/// # Errors
+/// As [`sample`].
+pub fn sample_constrained(
+    model: &LlamaModel,
+    tokenizer: &Tokenizer,
+    prompts: &[Vec<u32>],
+    params: &SamplingParams,
+    constraint: Option<&Constraint>,
+) -> Result<Vec<Sample>> {
     let valid = params.temperature >= 0.0 && params.top_p > 0.0 && params.top_p <= 1.0;
     if !valid {
         return Err(PolicyError::arg(
@@ -99,6 +118,7 @@ pub fn sample(
         .map(|_| Sample {
             tokens: vec![],
             logprobs: vec![],
+            kinds: vec![],
             text: String::new(),
             finish_reason: FinishReason::Length,
         })
@@ -127,6 +147,8 @@ pub fn sample(
             r
         })
         .collect();
+    // Constrained decoding hook (#9): one grammar state machine per row.
+    let mut guides: Vec<Option<Guide>> = (0..b).map(|_| constraint.map(Guide::new)).collect();
     let mut cache = KvCache::new(cfg.num_hidden_layers);
     let input = Tensor::from_vec(ids, (b, l), &device)?;
     let mask = AttentionMask::new(&key_valid, l, &cfg, &device)?;
@@ -139,12 +161,34 @@ pub fn sample(
         let rows: Vec<Vec<f32>> = logits.to_vec2()?;
         let mut next = Vec::with_capacity(active.len());
         for (i, &row) in active.iter().enumerate() {
-            let logit = &rows[i];
-            let lp = log_softmax(logit);
-            let tok = choose(logit, params, &mut rngs[row]);
+            // Constrained decoding hook (#9): the row's guide may force the token or restrict
+            // the choice to an allowed set (the masked logits feed the usual sampler).
+            let remaining = params.max_new_tokens - out[row].tokens.len();
+            let step = guides[row]
+                .as_mut()
+                .map_or(Next::Free, |g| g.next(remaining));
+            let (tok, lp) = match &step {
+                Next::Forced(t) => (*t, 0.0),
+                Next::Free | Next::Choice(_) => {
+                    let masked;
+                    let logit = match &step {
+                        Next::Choice(set) => {
+                            masked = mask_logits(&rows[i], set);
+                            &masked
+                        }
+                        _ => &rows[i],
+                    };
+                    let tok = choose(logit, params, &mut rngs[row]);
+                    (tok, log_softmax(logit)[tok as usize])
+                }
+            };
+            if let Some(g) = guides[row].as_mut() {
+                g.advance(tok);
+            }
             let s = &mut out[row];
             s.tokens.push(tok);
-            s.logprobs.push(lp[tok as usize]);
+            s.logprobs.push(lp);
+            s.kinds.push(step.kind());
             if stop_ids.contains(&tok) {
                 s.finish_reason = FinishReason::Stop;
                 done[row] = true;

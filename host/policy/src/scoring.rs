@@ -2,6 +2,7 @@
 
 use candle_core::{D, DType, Device, Tensor};
 
+use crate::constrain::{TokenKind, allowed_logprobs_and_entropy};
 use crate::model::{AttentionMask, LlamaModel};
 use crate::{PolicyError, Result};
 
@@ -17,6 +18,10 @@ pub struct TokenBatch {
     /// [B, T] 1 where token t is scored (a policy-generated response token), else 0. Column 0
     /// can never be scored (nothing predicts it); a scored token must be a real token.
     pub loss_mask: Vec<Vec<u8>>,
+    /// [B, T] how each token was generated under constrained decoding (#9), or empty when every
+    /// token is free: a forced token scores log-prob 0 and entropy 0 with no gradient, a choice
+    /// token is normalised over its allowed set. See [`TokenBatch::with_constraints`].
+    pub kinds: Vec<Vec<TokenKind>>,
 }
 
 impl TokenBatch {
@@ -33,9 +38,35 @@ impl TokenBatch {
             input_ids,
             attention_mask,
             loss_mask,
+            kinds: Vec::new(),
         };
         b.validate()?;
         Ok(b)
+    }
+
+    /// Attach the token kinds of constrained decoding (#9), one per token; rows shorter than T
+    /// (unpadded) are padded with [`TokenKind::Free`].
+    ///
+    /// # Errors
+    /// [`PolicyError::InvalidArgument`] when there is not one row per sequence, or a row is
+    /// longer than T.
+    pub fn with_constraints(mut self, mut kinds: Vec<Vec<TokenKind>>) -> Result<Self> {
+        let t = self.seq_len();
+        if kinds.len() != self.batch_size() || kinds.iter().any(|k| k.len() > t) {
+            return Err(PolicyError::arg(
+                "kinds",
+                "need one row per sequence, each at most as long as the batch",
+            ));
+        }
+        for k in &mut kinds {
+            k.resize(t, TokenKind::Free);
+        }
+        self.kinds = kinds;
+        Ok(self)
+    }
+
+    fn kind(&self, row: usize, t: usize) -> &TokenKind {
+        self.kinds.get(row).map_or(&TokenKind::Free, |k| &k[t])
     }
 
     /// Right-pad `(tokens, loss_mask)` sequences to the longest one with `pad_id`.
@@ -219,22 +250,32 @@ pub fn score(model: &LlamaModel, batch: &TokenBatch) -> Result<Scores> {
     let device = model.device().clone();
     let (b, t) = (batch.batch_size(), batch.seq_len());
     let d = model.config().hidden_size;
-    let mut src_idx = Vec::new();
-    let mut dst_idx = Vec::new();
-    let mut targets = Vec::new();
+    // Constrained decoding hook (#9): free tokens use the full softmax, choice tokens the
+    // softmax over their allowed set; forced tokens are left at 0 (no gradient).
+    let mut free = Positions::default();
+    let mut choice = Positions::default();
+    let mut allowed: Vec<&[u32]> = Vec::new();
     for (r, (ids, lm)) in batch.input_ids.iter().zip(&batch.loss_mask).enumerate() {
         for p in 0..t - 1 {
-            if lm[p + 1] != 0 {
-                src_idx.push((r * t + p) as u32);
-                dst_idx.push((r * (t - 1) + p) as u32);
-                targets.push(ids[p + 1]);
+            if lm[p + 1] == 0 {
+                continue;
+            }
+            let at = ((r * t + p) as u32, (r * (t - 1) + p) as u32, ids[p + 1]);
+            match batch.kind(r, p + 1) {
+                TokenKind::Free => free.push(at),
+                TokenKind::Forced => {}
+                TokenKind::Choice(set) => {
+                    choice.push(at);
+                    allowed.push(set);
+                }
             }
         }
     }
     let mask = batch.shifted_loss_mask(&device)?;
     let zeros = Tensor::zeros(b * (t - 1), DType::F32, &device)?;
-    if src_idx.is_empty() {
-        // Nothing scored: zero tensors still connected to the graph through `hidden`.
+    if free.src.is_empty() && choice.src.is_empty() {
+        // Nothing (or only forced tokens) scored: zero tensors still connected to the graph
+        // through `hidden`.
         let z = (hidden.sum_all()? * 0.0)?.broadcast_add(&zeros.reshape((b, t - 1))?)?;
         return Ok(Scores {
             logprobs: z.clone(),
@@ -242,20 +283,47 @@ pub fn score(model: &LlamaModel, batch: &TokenBatch) -> Result<Scores> {
             mask,
         });
     }
-    let n = src_idx.len();
-    let src = Tensor::from_vec(src_idx, n, &device)?;
-    let dst = Tensor::from_vec(dst_idx, n, &device)?;
-    let tgt = Tensor::from_vec(targets, (n, 1), &device)?;
-    let h = hidden.reshape((b * t, d))?.index_select(&src, 0)?; // [N, D]
-    let logits = model.lm_logits(&h)?; // [N, V]
-    let (lp, ent) = logprobs_and_entropy(&logits, &tgt)?;
-    let logprobs = zeros.index_add(&dst, &lp, 0)?.reshape((b, t - 1))?;
-    let entropy = zeros.index_add(&dst, &ent, 0)?.reshape((b, t - 1))?;
+    let (mut logprobs, mut entropy) = (zeros.clone(), zeros);
+    let h = hidden.reshape((b * t, d))?;
+    for (pos, sets) in [(free, None), (choice, Some(&allowed))] {
+        if pos.src.is_empty() {
+            continue;
+        }
+        let n = pos.src.len();
+        let src = Tensor::from_vec(pos.src, n, &device)?;
+        let dst = Tensor::from_vec(pos.dst, n, &device)?;
+        let tgt = Tensor::from_vec(pos.targets, (n, 1), &device)?;
+        let logits = model.lm_logits(&h.index_select(&src, 0)?)?; // [N, V]
+        let (lp, ent) = match sets {
+            None => logprobs_and_entropy(&logits, &tgt)?,
+            Some(sets) => allowed_logprobs_and_entropy(&logits, &tgt, sets)?,
+        };
+        logprobs = logprobs.index_add(&dst, &lp, 0)?;
+        entropy = entropy.index_add(&dst, &ent, 0)?;
+    }
+    let logprobs = logprobs.reshape((b, t - 1))?;
+    let entropy = entropy.reshape((b, t - 1))?;
     Ok(Scores {
         logprobs,
         entropy,
         mask,
     })
+}
+
+/// Scored positions of one kind: flat hidden row, flat output column, target token.
+#[derive(Default)]
+struct Positions {
+    src: Vec<u32>,
+    dst: Vec<u32>,
+    targets: Vec<u32>,
+}
+
+impl Positions {
+    fn push(&mut self, (src, dst, target): (u32, u32, u32)) {
+        self.src.push(src);
+        self.dst.push(dst);
+        self.targets.push(target);
+    }
 }
 
 /// logits [N, V], targets [N, 1] u32 -> (log-prob of target [N], entropy [N]).

@@ -11,18 +11,27 @@ use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use crate::*;
 
 /// A byte-level tokenizer without merges (one token per byte) plus ChatML specials.
-fn tiny_tokenizer() -> Tokenizer {
-    let mut chars: Vec<char> = ByteLevel::alphabet().into_iter().collect();
+pub(crate) fn tiny_tokenizer() -> Tokenizer {
+    byte_tokenizer(|_| true, &[])
+}
+
+/// A byte-level vocabulary: the ChatML specials, the byte characters `keep` accepts (sorted),
+/// then `extra` tokens (GPT-2 spelling: `Ġ` is a space). No merges: encoding gives single bytes.
+pub(crate) fn byte_tokenizer(keep: impl Fn(char) -> bool, extra: &[&str]) -> Tokenizer {
+    let mut chars: Vec<char> = ByteLevel::alphabet()
+        .into_iter()
+        .filter(|c| keep(*c))
+        .collect();
     chars.sort_unstable();
+    let specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
     let mut vocab: tokenizers::models::bpe::Vocab = Default::default();
-    for (i, s) in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    let all = specials
         .iter()
-        .enumerate()
-    {
-        vocab.insert(s.to_string(), i as u32);
-    }
-    for (i, c) in chars.iter().enumerate() {
-        vocab.insert(c.to_string(), (i + 3) as u32);
+        .map(|s| s.to_string())
+        .chain(chars.iter().map(|c| c.to_string()))
+        .chain(extra.iter().map(|s| s.to_string()));
+    for (i, s) in all.enumerate() {
+        vocab.insert(s, i as u32);
     }
     let bpe = BPE::builder()
         .vocab_and_merges(vocab, vec![])
@@ -31,16 +40,14 @@ fn tiny_tokenizer() -> Tokenizer {
     let mut tok = tokenizers::Tokenizer::new(bpe);
     tok.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
     tok.with_decoder(Some(tokenizers::decoders::byte_level::ByteLevel::default()));
-    tok.add_special_tokens(
-        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"].map(|s| AddedToken::from(s, true)),
-    )
-    .unwrap();
+    tok.add_special_tokens(specials.map(|s| AddedToken::from(s, true)))
+        .unwrap();
     Tokenizer::from_hf(tok, None).unwrap()
 }
 
-const TINY_VOCAB: usize = 259;
+pub(crate) const TINY_VOCAB: usize = 259;
 
-fn tiny_loaded(cfg: ModelConfig, seed: u64) -> LoadedModel {
+pub(crate) fn tiny_loaded(cfg: ModelConfig, seed: u64) -> LoadedModel {
     let weights = random_weights(&cfg, seed, &Device::Cpu).unwrap();
     LoadedModel {
         config: cfg,
@@ -50,7 +57,7 @@ fn tiny_loaded(cfg: ModelConfig, seed: u64) -> LoadedModel {
     }
 }
 
-fn tiny_cfg() -> ModelConfig {
+pub(crate) fn tiny_cfg() -> ModelConfig {
     ModelConfig::tiny(TINY_VOCAB)
 }
 
