@@ -11,8 +11,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use ragen_gym_core::{Env, EnvError};
-use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, WasmEnvError, check_env};
+use ragen_gym_core::{Env, EnvCallError, EnvError};
+use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, check_env};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -133,9 +133,9 @@ fn python_example_plays_by_its_rules() {
         }
         assert!(solved, "seed {seed}: binary search did not find the number");
         assert!(matches!(
-            env.try_step("1"),
-            Err(WasmEnvError::Env {
-                source: EnvError::NotReady(_),
+            env.step("1"),
+            Err(EnvCallError::Env {
+                error: EnvError::NotReady(_),
                 ..
             })
         ));
@@ -146,8 +146,8 @@ fn python_example_plays_by_its_rules() {
 fn python_example_names_a_bad_config_field() {
     let Some(plugin) = load() else { return };
     match plugin.new_env(r#"{"colour": 3}"#, Grants::default()) {
-        Err(WasmEnvError::Env {
-            source: EnvError::InvalidConfig(msg),
+        Err(EnvCallError::Env {
+            error: EnvError::InvalidConfig(msg),
             ..
         }) => assert!(msg.contains("colour"), "{msg}"),
         Err(e) => panic!("expected invalid-config, got {e}"),

@@ -3,11 +3,13 @@
 //! capability gate as seen by a guest, deterministic WASI, log caps, verification without
 //! running, the compiled-code cache and reward-function plugins.
 
-use ragen_gym_core::Env;
+use ragen_gym_core::{
+    Env, EnvCallError, PluginFailureKind, RewardBreakdown, RewardError, RewardFunction, Trajectory,
+    Turn,
+};
 use ragen_gym_sandbox::{
     Grants, HostPort, HttpError, HttpRequest, HttpResponse, HttpTransport, LoadError, Plugin,
-    PluginErrorKind, RewardBreakdown, Sandbox, SandboxConfig, Trajectory, Turn, WasmEnv,
-    WasmEnvError, inspect_bytes, sha256_hex,
+    Sandbox, SandboxConfig, WasmEnv, inspect_bytes, sha256_hex,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -62,12 +64,12 @@ fn assert_neighbour_ok(neighbour: &mut WasmEnv) {
     assert!(r.action_is_valid && r.terminated);
 }
 
-fn reset_kind(mode: &str) -> (PluginErrorKind, String) {
+fn reset_kind(mode: &str) -> (PluginFailureKind, String) {
     let mut neighbour = env("");
     assert_neighbour_ok(&mut neighbour);
     let mut e = env(mode);
-    let err = match e.try_reset(1) {
-        Err(WasmEnvError::Plugin(p)) => p,
+    let err = match e.reset(1) {
+        Err(EnvCallError::Plugin(p)) => p,
         other => panic!(
             "mode {mode}: expected a plugin error, got {:?}",
             other.map(|r| r.observation.len())
@@ -79,14 +81,14 @@ fn reset_kind(mode: &str) -> (PluginErrorKind, String) {
         "{msg}"
     );
     // The instance is gone: stepping now is a typed not-ready error, not a crash.
-    assert!(matches!(e.try_step("Go"), Err(WasmEnvError::Env { .. })));
+    assert!(matches!(e.step("Go"), Err(EnvCallError::Env { .. })));
     assert_neighbour_ok(&mut neighbour);
     (err.kind, msg)
 }
 
 #[test]
 fn infinite_loop_runs_out_of_fuel() {
-    assert_eq!(reset_kind("loop").0, PluginErrorKind::OutOfFuel);
+    assert_eq!(reset_kind("loop").0, PluginFailureKind::OutOfFuel);
 }
 
 #[test]
@@ -102,8 +104,8 @@ fn infinite_loop_hits_the_deadline_without_fuel() {
     let p = sb.load_bytes("hostile.wasm", &hostile_bytes()).unwrap();
     let mut e = p.new_env("loop", Grants::default()).unwrap();
     let started = std::time::Instant::now();
-    match e.try_reset(0) {
-        Err(WasmEnvError::Plugin(p)) => assert_eq!(p.kind, PluginErrorKind::Deadline, "{p}"),
+    match e.reset(0) {
+        Err(EnvCallError::Plugin(p)) => assert_eq!(p.kind, PluginFailureKind::Deadline, "{p}"),
         other => panic!("expected deadline, got {:?}", other.is_ok()),
     }
     // The epoch ticker has 10 ms granularity: the call stops soon after 200 ms.
@@ -117,42 +119,42 @@ fn infinite_loop_hits_the_deadline_without_fuel() {
 #[test]
 fn two_gib_allocation_is_out_of_memory() {
     let (kind, msg) = reset_kind("alloc");
-    assert_eq!(kind, PluginErrorKind::OutOfMemory, "{msg}");
+    assert_eq!(kind, PluginFailureKind::OutOfMemory, "{msg}");
     assert!(msg.contains("160 MiB"), "{msg}");
 }
 
 #[test]
 fn deep_recursion_is_a_stack_overflow() {
-    assert_eq!(reset_kind("recurse").0, PluginErrorKind::StackOverflow);
+    assert_eq!(reset_kind("recurse").0, PluginFailureKind::StackOverflow);
 }
 
 #[test]
 fn panic_carries_its_message() {
     let (kind, msg) = reset_kind("panic");
-    assert_eq!(kind, PluginErrorKind::Panic);
+    assert_eq!(kind, PluginFailureKind::Panic);
     assert!(msg.contains("hostile plugin panicked on purpose"), "{msg}");
 }
 
 #[test]
 fn hundred_megabyte_observation_is_refused() {
     let (kind, msg) = reset_kind("big-obs");
-    assert_eq!(kind, PluginErrorKind::BadOutput);
+    assert_eq!(kind, PluginFailureKind::BadOutput);
     assert!(msg.contains("100000000 bytes"), "{msg}");
 }
 
 #[test]
 fn nan_reward_is_refused_and_the_env_recovers() {
     let mut e = env("nan");
-    e.try_reset(0).unwrap();
-    match e.try_step("Go") {
-        Err(WasmEnvError::Plugin(p)) => {
-            assert_eq!(p.kind, PluginErrorKind::BadOutput);
+    e.reset(0).unwrap();
+    match e.step("Go") {
+        Err(EnvCallError::Plugin(p)) => {
+            assert_eq!(p.kind, PluginFailureKind::BadOutput);
             assert!(p.message.contains("reward is NaN"), "{p}");
         }
         other => panic!("expected bad output, got {:?}", other.map(|r| r.reward)),
     }
     // Next reset makes a fresh instance from the InstancePre.
-    assert_eq!(e.try_reset(0).unwrap().observation, "ok");
+    assert_eq!(e.reset(0).unwrap().observation, "ok");
     assert_eq!(e.stats().instances, 2);
     assert_eq!(e.stats().plugin_errors, 1);
 }
@@ -215,7 +217,7 @@ fn malformed_and_truncated_files_are_refused() {
 
 #[test]
 fn no_files_env_vars_args_or_sockets() {
-    let obs = |mode: &str| env(mode).try_reset(0).unwrap().observation;
+    let obs = |mode: &str| env(mode).reset(0).unwrap().observation;
     assert!(obs("file").starts_with("denied"), "{}", obs("file"));
     assert_eq!(obs("env"), "vars=0 args=0");
     assert!(obs("socket").starts_with("denied"), "{}", obs("socket"));
@@ -224,13 +226,10 @@ fn no_files_env_vars_args_or_sockets() {
 #[test]
 fn clocks_and_randomness_are_deterministic_and_seeded() {
     // The deterministic wall clock starts at 2000-01-01T00:00:00Z.
-    assert_eq!(
-        env("clock").try_reset(0).unwrap().observation,
-        "now=946684800"
-    );
+    assert_eq!(env("clock").reset(0).unwrap().observation, "now=946684800");
     // std's HashMap keys come from WASI's per-instance `insecure-seed`: fixed by the host, so two
     // fresh instances hash alike (with real randomness they would differ).
-    let rand = |seed| env("random").try_reset(seed).unwrap().observation;
+    let rand = |seed| env("random").reset(seed).unwrap().observation;
     assert_eq!(rand(7), rand(7));
     assert_eq!(rand(7), rand(8));
 }
@@ -238,7 +237,7 @@ fn clocks_and_randomness_are_deterministic_and_seeded() {
 #[test]
 fn log_lines_beyond_the_cap_are_dropped_and_counted() {
     let mut e = env("log-flood");
-    assert_eq!(e.try_reset(0).unwrap().observation, "logged");
+    assert_eq!(e.reset(0).unwrap().observation, "logged");
     assert_eq!(e.stats().log_dropped, 10_000 - 64);
 }
 
@@ -262,7 +261,7 @@ fn http_needs_declaration_and_grant_on_every_call() {
     };
     // Undeclared target: denied even when the user grants everything the manifest lists.
     let mut e = hostile().new_env("http-undeclared", grant.clone()).unwrap();
-    let obs = e.try_reset(0).unwrap().observation;
+    let obs = e.reset(0).unwrap().observation;
     assert!(
         obs.starts_with("denied: example.com:80 is not declared"),
         "{obs}"
@@ -272,19 +271,14 @@ fn http_needs_declaration_and_grant_on_every_call() {
     let mut e = hostile()
         .new_env("http-declared", Grants::default())
         .unwrap();
-    let obs = e.try_reset(0).unwrap().observation;
+    let obs = e.reset(0).unwrap().observation;
     assert!(
         obs.starts_with("denied: 127.0.0.1:9 is not granted"),
         "{obs}"
     );
     // Declared and granted, no transport in this sandbox: a transport error.
     let mut e = hostile().new_env("http-declared", grant.clone()).unwrap();
-    assert!(
-        e.try_reset(0)
-            .unwrap()
-            .observation
-            .starts_with("transport:")
-    );
+    assert!(e.reset(0).unwrap().observation.starts_with("transport:"));
     // With a transport plugged in, the request goes through.
     let sb = Sandbox::new(SandboxConfig {
         cache_dir: None,
@@ -297,7 +291,7 @@ fn http_needs_declaration_and_grant_on_every_call() {
     assert_eq!(
         p.new_env("http-declared", grant)
             .unwrap()
-            .try_reset(0)
+            .reset(0)
             .unwrap()
             .observation,
         "status 200"
@@ -360,7 +354,7 @@ fn compiled_code_is_cached_on_disk_by_hash() {
     assert_eq!(
         p.new_env("", Grants::default())
             .unwrap()
-            .try_reset(0)
+            .reset(0)
             .unwrap()
             .observation,
         "ok"
@@ -373,22 +367,36 @@ fn reward_function_plugin_scores_under_limits() {
         .load_bytes("reward-len.wasm", &fixture(env!("FIXTURE_REWARD_LEN")))
         .unwrap();
     let mut rf = p.reward_function().unwrap();
+    assert_eq!(rf.name(), "test/ResponseLength-v0");
     let turn = |resp: &str| Turn {
         observation: "o".into(),
+        actions_left: 5,
         response: resp.into(),
         think: None,
         answer: Some("Up".into()),
         actions: vec!["Up".into()],
         env_reward: 0.0,
+        action_is_valid: true,
+        action_is_effective: true,
+        format_penalty: false,
         info: vec![],
     };
     let traj = Trajectory {
         env_id: "ragen/Sokoban-v0".into(),
+        tag: "SimpleSokoban".into(),
+        group: 0,
         seed: 3,
         turns: vec![turn("0123456789"), turn("abcde")],
+        final_observation: "done".into(),
+        num_actions: 2,
+        terminated: true,
+        truncated: false,
         success: true,
+        penalty: 0.0,
+        extra_reward: 0.0,
+        end_reason: None,
     };
-    let RewardBreakdown { total, components } = rf.score(&traj).unwrap().unwrap();
+    let RewardBreakdown { total, components } = rf.score(&traj).unwrap();
     // -0.01 per response byte (15 bytes) + 1 for success.
     assert!((total - (1.0 - 0.15)).abs() < 1e-12, "{total}");
     assert_eq!(components.len(), 2);
@@ -396,14 +404,22 @@ fn reward_function_plugin_scores_under_limits() {
         turns: vec![],
         ..traj.clone()
     };
-    assert_eq!(rf.score(&empty).unwrap().unwrap_err(), "no turns to score");
+    assert_eq!(
+        rf.score(&empty).unwrap_err(),
+        RewardError::Refused {
+            message: "no turns to score".into()
+        }
+    );
     let nan = Trajectory {
         env_id: "nan/Nan-v0".into(),
         ..traj.clone()
     };
-    assert_eq!(rf.score(&nan).unwrap_err().kind, PluginErrorKind::BadOutput);
+    match rf.score(&nan) {
+        Err(RewardError::Plugin(f)) => assert_eq!(f.kind, PluginFailureKind::BadOutput, "{f}"),
+        other => panic!("expected bad output, got {other:?}"),
+    }
     // Recovers with a fresh instance.
-    assert!(rf.score(&traj).unwrap().is_ok());
+    assert!(rf.score(&traj).is_ok());
     // An env plugin is not a reward function, and vice versa.
     assert!(hostile().reward_function().is_err());
     assert!(p.new_env("", Grants::default()).is_err());

@@ -124,7 +124,7 @@ fn a_host_not_granted_gives_a_clear_error_and_the_run_continues() {
     let mut denied = env(&plugin, &server, false);
     let err = denied.reset(0).unwrap_err();
     let EnvCallError::Env {
-        source: EnvError::Other(message),
+        error: EnvError::Other(message),
         ..
     } = &err
     else {
@@ -168,7 +168,7 @@ fn server_going_down_ends_that_trajectory_while_others_continue() {
     doomed.stop();
     let err = a.step("click[b0ws000019]").unwrap_err();
     let EnvCallError::Env {
-        source: EnvError::Other(reason),
+        error: EnvError::Other(reason),
         ..
     } = &err
     else {

@@ -1,23 +1,40 @@
-//! The host's view of one environment instance.
+//! The host's view of one environment instance: [`Env`], its counters [`EnvStats`], its error
+//! [`EnvCallError`], and [`NativeEnv`] for env logic linked into the host.
 
+use crate::failure::PluginFailure;
 use ragen_gym_sdk::{EnvError, EnvSpec, Environment, ResetResult, StepResult};
 
 /// Why a call into an environment failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EnvCallError {
-    /// The env reported a domain error (bad config, step before reset, ...).
-    #[error("env {env_id} returned an error: {source}")]
+    /// The env reported a domain error (bad config, step before reset, ...). The env's error is
+    /// the payload of this message, not a cause, so it is printed here and not chained.
+    #[error("env {env_id} returned an error: {error}")]
     Env {
         /// Env id, `namespace/Name-vN`.
         env_id: String,
         /// The env's own error.
-        #[source]
-        source: EnvError,
+        error: EnvError,
     },
     /// The plugin trapped or broke a sandbox rule (fuel, memory, deadline, panic, bad output).
     /// The instance has been discarded; the next `reset` runs on a fresh one.
-    #[error("{0}")]
-    Plugin(String),
+    #[error(transparent)]
+    Plugin(#[from] PluginFailure),
+}
+
+/// Counters of one env instance, for `sandbox/*` metrics. Native envs report zeros.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvStats {
+    /// Fuel consumed by all calls so far (0 with fuel off).
+    pub fuel_used: u64,
+    /// Instances created (1 + the number of recoveries).
+    pub instances: u64,
+    /// Plugin failures (traps, bad output).
+    pub plugin_errors: u64,
+    /// HTTP requests refused by the capability gate.
+    pub http_denied: u64,
+    /// Log lines dropped by the per-call cap.
+    pub log_dropped: u64,
 }
 
 /// One running environment, Gymnasium-style. Implementations own their instance: envs never
@@ -29,6 +46,10 @@ pub trait Env: Send {
     fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvCallError>;
     /// Apply one action.
     fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError>;
+    /// Counters so far (fuel, instances, failures, denials). Zeros unless the env is sandboxed.
+    fn stats(&self) -> EnvStats {
+        EnvStats::default()
+    }
 }
 
 /// Env logic linked into the host, driven through the same [`Env`] trait as sandboxed plugins.
@@ -39,16 +60,26 @@ pub struct NativeEnv<E: Environment> {
 
 impl<E: Environment> NativeEnv<E> {
     /// Build the env from its JSON config (`""` for defaults).
+    ///
+    /// # Errors
+    /// [`EnvCallError::Env`] when the env rejects the config.
     pub fn new(config: &str) -> Result<Self, EnvCallError> {
-        let spec = E::spec(config).map_err(|source| EnvCallError::Env {
+        let spec = E::spec(config).map_err(|error| EnvCallError::Env {
             env_id: "native".into(),
-            source,
+            error,
         })?;
-        let inner = E::new(config).map_err(|source| EnvCallError::Env {
+        let inner = E::new(config).map_err(|error| EnvCallError::Env {
             env_id: spec.id.clone(),
-            source,
+            error,
         })?;
         Ok(Self { spec, inner })
+    }
+
+    fn env_error(&self, error: EnvError) -> EnvCallError {
+        EnvCallError::Env {
+            env_id: self.spec.id.clone(),
+            error,
+        }
     }
 }
 
@@ -58,16 +89,42 @@ impl<E: Environment + Send> Env for NativeEnv<E> {
     }
 
     fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvCallError> {
-        self.inner.reset(seed).map_err(|source| EnvCallError::Env {
-            env_id: self.spec.id.clone(),
-            source,
-        })
+        self.inner.reset(seed).map_err(|e| self.env_error(e))
     }
 
     fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
-        self.inner.step(action).map_err(|source| EnvCallError::Env {
-            env_id: self.spec.id.clone(),
-            source,
-        })
+        self.inner.step(action).map_err(|e| self.env_error(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::failure::PluginFailureKind;
+    use std::error::Error as _;
+
+    #[test]
+    fn messages_do_not_repeat_their_source() {
+        let env = EnvCallError::Env {
+            env_id: "t/T-v0".into(),
+            error: EnvError::NotReady("call reset".into()),
+        };
+        assert_eq!(
+            env.to_string(),
+            "env t/T-v0 returned an error: env not ready: call reset"
+        );
+        assert!(env.source().is_none());
+        let plugin = EnvCallError::from(PluginFailure {
+            kind: PluginFailureKind::Panic,
+            plugin_id: "t/T-v0".into(),
+            version: "0.1.0".into(),
+            message: "boom".into(),
+        });
+        // Transparent: the failure's own message, once, and no separate source to print again.
+        assert_eq!(
+            plugin.to_string(),
+            "from plugin \"t/T-v0\" 0.1.0: panicked: boom"
+        );
+        assert!(plugin.source().is_none());
     }
 }

@@ -1,11 +1,29 @@
-//! # ragen-gym-core: engine-free types shared by the host crates
+//! # ragen-gym-core: the engine-free contract types shared by the host crates
 //!
-//! The env types mirror the WIT contract (`wit/types.wit`) and are the same Rust types plugin
-//! authors use (re-exported from `ragen-gym-sdk`). [`Env`] is the host's view of one running
-//! environment, implemented by the WASM sandbox (`ragen-gym-sandbox`) and by [`NativeEnv`] for
-//! env logic compiled into the host (tests, benchmarks).
+//! Everything the trainer, the sandbox and the CLI agree on, without wasmtime or candle:
+//!
+//! - [`Env`], the host's view of one running environment (implemented by the sandbox's
+//!   `WasmEnv` and by [`NativeEnv`]), with its counters [`EnvStats`] and its error
+//!   [`EnvCallError`];
+//! - [`PluginFailure`], a typed trap or broken sandbox rule, with the plugin's identity;
+//! - [`Trajectory`] and [`Turn`], what a rollout records;
+//! - [`RewardFunction`], what scores a trajectory.
+//!
+//! The env records (`EnvSpec`, `StepResult`, ...) mirror the WIT contract (`wit/types.wit`) and
+//! are the same Rust types plugin authors use: they are defined once, in `ragen-gym-sdk`, and
+//! re-exported here. See `docs/architecture.md` for the crate boundaries.
+
+#![deny(missing_docs)]
 
 pub mod env;
+pub mod failure;
+pub mod reward;
+pub mod trajectory;
 
-pub use env::{Env, EnvCallError, NativeEnv};
-pub use ragen_gym_sdk::{EnvError, EnvSpec, Metric, ResetResult, StepResult, Symbol};
+pub use env::{Env, EnvCallError, EnvStats, NativeEnv};
+pub use failure::{PluginFailure, PluginFailureKind};
+pub use ragen_gym_sdk::{
+    EnvError, EnvSpec, Metric, ResetResult, RewardBreakdown, StepResult, Symbol,
+};
+pub use reward::{RewardError, RewardFunction};
+pub use trajectory::{Trajectory, Turn};

@@ -1,6 +1,7 @@
-//! Typed errors: [`LoadError`] (a plugin file cannot be used) and [`PluginError`] (a call into a
-//! running plugin trapped or broke a sandbox rule).
+//! [`LoadError`]: why a plugin file cannot be used. (A call into a running plugin that traps or
+//! breaks a sandbox rule is a `ragen_gym_core::PluginFailure`.)
 
+use ragen_gym_core::PluginFailure;
 use std::path::PathBuf;
 
 /// Why a plugin could not be loaded. No plugin code has run when one of these is returned,
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read.
-    #[error("failed to read plugin file {path}: {source}")]
+    #[error("failed to read plugin file {path}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -102,57 +103,5 @@ pub enum LoadError {
     },
     /// Instantiating the plugin failed (including a trap in its start code).
     #[error(transparent)]
-    Instantiate(#[from] PluginError),
-}
-
-/// What went wrong inside a plugin call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PluginErrorKind {
-    /// The per-call fuel budget ran out (deterministic).
-    OutOfFuel,
-    /// The per-call wall-clock deadline (epoch) passed.
-    Deadline,
-    /// A memory grow beyond the cap.
-    OutOfMemory,
-    /// Wasm stack exhausted (deep recursion).
-    StackOverflow,
-    /// The guest panicked or aborted (`unreachable`).
-    Panic,
-    /// Any other trap.
-    Trap,
-    /// The plugin returned something the host refuses (too long, non-finite number, ...).
-    BadOutput,
-    /// The plugin could not be instantiated.
-    Instantiate,
-}
-
-impl std::fmt::Display for PluginErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::OutOfFuel => "out of fuel",
-            Self::Deadline => "deadline exceeded",
-            Self::OutOfMemory => "out of memory",
-            Self::StackOverflow => "stack overflow",
-            Self::Panic => "panicked",
-            Self::Trap => "trapped",
-            Self::BadOutput => "returned invalid output",
-            Self::Instantiate => "failed to instantiate",
-        })
-    }
-}
-
-/// A call into a plugin failed in a way the plugin did not report itself (a trap or a broken
-/// sandbox rule). The instance it ran in has been discarded (architecture note, "Sandbox rules";
-/// style habit 4).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("from plugin \"{plugin_id}\" {plugin_version}: {kind}: {message}")]
-pub struct PluginError {
-    /// Plugin id, `namespace/Name-vN`.
-    pub plugin_id: String,
-    /// Plugin version.
-    pub plugin_version: String,
-    /// The class of failure.
-    pub kind: PluginErrorKind,
-    /// Details (trap message, captured panic message, which field was bad).
-    pub message: String,
+    Instantiate(#[from] PluginFailure),
 }

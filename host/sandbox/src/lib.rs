@@ -37,12 +37,12 @@ pub mod wasm_env;
 
 pub use check::{CheckReport, check_env};
 pub use config::{Grants, SandboxConfig, default_cache_dir};
-pub use error::{LoadError, PluginError, PluginErrorKind};
+pub use error::LoadError;
 pub use http::{CapabilityGranter, HostPort, HttpError, HttpRequest, HttpResponse, HttpTransport};
 pub use http_reqwest::ReqwestTransport;
 pub use inspect::{PluginInfo, inspect_bytes, sha256_hex};
 pub use manifest::{Capabilities, Manifest, ManifestLimits, PluginKind};
 pub use plugin::Plugin;
-pub use reward::{RewardBreakdown, RewardFunction, Trajectory, Turn};
+pub use reward::WasmRewardFunction;
 pub use sandbox::Sandbox;
-pub use wasm_env::{EnvStats, WasmEnv, WasmEnvError};
+pub use wasm_env::WasmEnv;

@@ -3,11 +3,11 @@
 
 use crate::bindings::{env as envb, reward as rewb};
 use crate::config::Grants;
-use crate::error::{PluginError, PluginErrorKind};
 use crate::http::{CapabilityGranter, HostPort, HttpGate};
 use crate::inspect::PluginInfo;
 use crate::sandbox::{EPOCH_TICK, Sandbox};
 use crate::state::{HostState, WasiSetup};
+use ragen_gym_core::{PluginFailure, PluginFailureKind};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use wasmtime::{Store, StoreLimitsBuilder, Trap};
@@ -65,10 +65,14 @@ impl Plugin {
             .map_or(host, |m| m.min(host))
     }
 
-    pub(crate) fn error(&self, kind: PluginErrorKind, message: impl Into<String>) -> PluginError {
-        PluginError {
+    pub(crate) fn error(
+        &self,
+        kind: PluginFailureKind,
+        message: impl Into<String>,
+    ) -> PluginFailure {
+        PluginFailure {
             plugin_id: self.inner.info.manifest.id.clone(),
-            plugin_version: self.inner.info.manifest.version.clone(),
+            version: self.inner.info.manifest.version.clone(),
             kind,
             message: message.into(),
         }
@@ -144,27 +148,31 @@ impl Plugin {
             .saturating_sub(left)
     }
 
-    /// Turn a wasmtime error from a call into a [`PluginError`].
-    pub(crate) fn classify(&self, err: &wasmtime::Error, store: &Store<HostState>) -> PluginError {
+    /// Turn a wasmtime error from a call into a [`PluginFailure`].
+    pub(crate) fn classify(
+        &self,
+        err: &wasmtime::Error,
+        store: &Store<HostState>,
+    ) -> PluginFailure {
         let full = format!("{err:#}");
         let first_line = |s: &str| s.lines().next().unwrap_or("").to_string();
         let (kind, message) = match err.downcast_ref::<Trap>() {
             Some(Trap::OutOfFuel) => (
-                PluginErrorKind::OutOfFuel,
+                PluginFailureKind::OutOfFuel,
                 format!(
                     "used its budget of {} fuel units for one call",
                     self.fuel_per_call()
                 ),
             ),
             Some(Trap::Interrupt) => (
-                PluginErrorKind::Deadline,
+                PluginFailureKind::Deadline,
                 format!(
                     "a call ran longer than {:?}",
                     self.inner.sandbox.config().call_deadline
                 ),
             ),
             Some(Trap::StackOverflow) => (
-                PluginErrorKind::StackOverflow,
+                PluginFailureKind::StackOverflow,
                 "wasm call stack exhausted".to_string(),
             ),
             Some(Trap::UnreachableCodeReached) => {
@@ -174,25 +182,25 @@ impl Plugin {
                 } else {
                     tail
                 };
-                (PluginErrorKind::Panic, msg)
+                (PluginFailureKind::Panic, msg)
             }
             Some(Trap::MemoryOutOfBounds) => (
-                PluginErrorKind::Trap,
+                PluginFailureKind::Trap,
                 "out of bounds memory access (a bug, or a shadow-stack overflow)".to_string(),
             ),
-            Some(trap) => (PluginErrorKind::Trap, trap.to_string()),
+            Some(trap) => (PluginFailureKind::Trap, trap.to_string()),
             None if full.contains("forcing trap when growing memory")
                 || full.contains("memory") && full.contains("limit") =>
             {
                 (
-                    PluginErrorKind::OutOfMemory,
+                    PluginFailureKind::OutOfMemory,
                     format!(
                         "tried to grow linear memory beyond the cap of {} MiB",
                         self.memory_bytes() >> 20
                     ),
                 )
             }
-            None => (PluginErrorKind::Trap, first_line(&full)),
+            None => (PluginFailureKind::Trap, first_line(&full)),
         };
         self.error(kind, message)
     }

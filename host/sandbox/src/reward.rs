@@ -1,20 +1,23 @@
-//! Reward-function plugins (world `reward-plugin`): `score(trajectory)` under the same limits as
-//! env calls, one instance per [`RewardFunction`], re-instantiated after a trap.
+//! [`WasmRewardFunction`]: a reward-function plugin (world `reward-plugin`) behind
+//! `ragen_gym_core::RewardFunction`. `score(trajectory)` runs under the same limits as env
+//! calls, in one instance per function, re-instantiated after a trap.
 
 use crate::bindings::reward::RewardPlugin;
 use crate::bindings::reward::ragen::gym::types as t;
 use crate::config::Grants;
-use crate::error::{PluginError, PluginErrorKind};
 use crate::plugin::{Plugin, Pre};
 use crate::state::HostState;
+use ragen_gym_core::{
+    Metric, PluginFailure, PluginFailureKind, RewardBreakdown, RewardError, RewardFunction,
+    Trajectory,
+};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use wasmtime::Store;
 
-pub use ragen_gym_sdk::types::{RewardBreakdown, Trajectory, Turn};
-
-/// A loaded reward-function plugin with its own instance.
-pub struct RewardFunction {
+/// A loaded reward-function plugin with its own instance, named by its manifest id in metrics
+/// (`reward/{id}/mean`).
+pub struct WasmRewardFunction {
     plugin: Plugin,
     live: Option<(Store<HostState>, RewardPlugin)>,
 }
@@ -23,38 +26,37 @@ impl Plugin {
     /// Make a reward function from a `reward-function` plugin.
     ///
     /// # Errors
-    /// [`PluginErrorKind::Instantiate`] if the plugin is an env plugin or fails to start.
-    pub fn reward_function(&self) -> Result<RewardFunction, PluginError> {
+    /// [`PluginFailureKind::Instantiate`] if the plugin is an env plugin.
+    pub fn reward_function(&self) -> Result<WasmRewardFunction, PluginFailure> {
         if !matches!(self.inner.pre, Pre::Reward(_)) {
             return Err(self.error(
-                PluginErrorKind::Instantiate,
+                PluginFailureKind::Instantiate,
                 "is not a reward-function plugin",
             ));
         }
-        Ok(RewardFunction {
+        Ok(WasmRewardFunction {
             plugin: self.clone(),
             live: None,
         })
     }
 }
 
-fn metric(m: &ragen_gym_sdk::Metric) -> t::Metric {
+fn metric(m: &Metric) -> t::Metric {
     t::Metric {
         name: m.name.clone(),
         value: m.value,
     }
 }
 
-impl RewardFunction {
-    /// Score one trajectory. `Ok(Err(msg))` is the plugin's own refusal (recorded against the
-    /// trajectory, no reward); `Err` is a trap or bad output (the instance is discarded).
-    ///
-    /// # Errors
-    /// [`PluginError`] on traps, non-finite totals/components, or oversize names.
-    pub fn score(
-        &mut self,
-        traj: &Trajectory,
-    ) -> Result<Result<RewardBreakdown, String>, PluginError> {
+impl RewardFunction for WasmRewardFunction {
+    fn name(&self) -> &str {
+        &self.plugin.info().manifest.id
+    }
+
+    /// A refusal by the plugin is [`RewardError::Refused`]; a trap or bad output is
+    /// [`RewardError::Plugin`] and discards the instance (the next call makes a fresh one).
+    fn score(&mut self, traj: &Trajectory) -> Result<RewardBreakdown, RewardError> {
+        let traj = ragen_gym_sdk::Trajectory::from(traj);
         if self.live.is_none() {
             let Pre::Reward(pre) = &self.plugin.inner.pre else {
                 unreachable!("checked in reward_function")
@@ -65,7 +67,7 @@ impl RewardFunction {
             self.plugin.arm(&mut store, 4);
             let b = pre.instantiate(&mut store).map_err(|e| {
                 let mut err = self.plugin.classify(&e, &store);
-                err.kind = PluginErrorKind::Instantiate;
+                err.kind = PluginFailureKind::Instantiate;
                 err
             })?;
             self.live = Some((store, b));
@@ -97,17 +99,19 @@ impl RewardFunction {
             Err(e) => {
                 let err = self.plugin.classify(&e, store);
                 self.live = None;
-                return Err(err);
+                return Err(err.into());
             }
         };
         let max = self.plugin.sandbox().config().max_output_bytes;
         match r {
-            Err(msg) => Ok(Err(msg.chars().take(max).collect())),
+            Err(msg) => Err(RewardError::Refused {
+                message: msg.chars().take(max).collect(),
+            }),
             Ok(rb) => {
-                let bad = |m: String| self.plugin.error(PluginErrorKind::BadOutput, m);
+                let bad = |m: String| self.plugin.error(PluginFailureKind::BadOutput, m);
                 if !rb.total.is_finite() {
                     self.live = None;
-                    return Err(bad(format!("total is {}, not a finite number", rb.total)));
+                    return Err(bad(format!("total is {}, not a finite number", rb.total)).into());
                 }
                 let mut components = Vec::with_capacity(rb.components.len());
                 for c in rb
@@ -123,17 +127,18 @@ impl RewardFunction {
                         return Err(bad(format!(
                             "component `{}` is invalid (name cap, count cap or non-finite value)",
                             c.name.chars().take(64).collect::<String>()
-                        )));
+                        ))
+                        .into());
                     }
-                    components.push(ragen_gym_sdk::Metric {
+                    components.push(Metric {
                         name: c.name,
                         value: c.value,
                     });
                 }
-                Ok(Ok(RewardBreakdown {
+                Ok(RewardBreakdown {
                     total: rb.total,
                     components,
-                }))
+                })
             }
         }
     }

@@ -5,11 +5,11 @@
 
 use crate::bindings::env::EnvPlugin;
 use crate::config::Grants;
-use crate::error::{PluginError, PluginErrorKind};
 use crate::output;
 use crate::plugin::{Plugin, Pre};
 use crate::state::HostState;
-use ragen_gym_core::{Env, EnvCallError, EnvError, EnvSpec, ResetResult, StepResult};
+use ragen_gym_core::{Env, EnvCallError, EnvError, EnvSpec, EnvStats, ResetResult, StepResult};
+use ragen_gym_core::{PluginFailure, PluginFailureKind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::Store;
@@ -18,51 +18,10 @@ use wasmtime::component::ResourceAny;
 /// Instantiation (start code + constructor) may use this many per-call fuel budgets.
 const INSTANTIATE_FUEL_CALLS: u64 = 4;
 
-/// Why a call on a [`WasmEnv`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum WasmEnvError {
-    /// The env reported a domain error.
-    #[error("env {env_id} returned an error: {source}")]
-    Env {
-        /// Env id.
-        env_id: String,
-        /// The env's error.
-        #[source]
-        source: EnvError,
-    },
-    /// The plugin trapped or broke a sandbox rule; the instance was discarded.
-    #[error(transparent)]
-    Plugin(#[from] PluginError),
-}
-
-impl From<WasmEnvError> for EnvCallError {
-    fn from(e: WasmEnvError) -> Self {
-        match e {
-            WasmEnvError::Env { env_id, source } => EnvCallError::Env { env_id, source },
-            WasmEnvError::Plugin(p) => EnvCallError::Plugin(p.to_string()),
-        }
-    }
-}
-
 struct Live {
     store: Store<HostState>,
     bindings: EnvPlugin,
     env: ResourceAny,
-}
-
-/// Counters of one env (for metrics).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EnvStats {
-    /// Fuel consumed by all calls so far (0 with fuel off).
-    pub fuel_used: u64,
-    /// Instances created (1 + the number of recoveries).
-    pub instances: u64,
-    /// Plugin errors (traps, bad output).
-    pub plugin_errors: u64,
-    /// HTTP requests refused by the capability gate.
-    pub http_denied: u64,
-    /// Log lines dropped by the per-call cap.
-    pub log_dropped: u64,
 }
 
 /// One sandboxed environment.
@@ -82,12 +41,15 @@ impl Plugin {
     /// spec.
     ///
     /// # Errors
-    /// [`WasmEnvError::Plugin`] if the plugin is not an environment plugin, traps, or returns
-    /// a bad spec; [`WasmEnvError::Env`] if it rejects the config.
-    pub fn new_env(&self, config: &str, grants: Grants) -> Result<WasmEnv, WasmEnvError> {
+    /// [`EnvCallError::Plugin`] if the plugin is not an environment plugin, traps, or returns
+    /// a bad spec; [`EnvCallError::Env`] if it rejects the config.
+    pub fn new_env(&self, config: &str, grants: Grants) -> Result<WasmEnv, EnvCallError> {
         if !matches!(self.inner.pre, Pre::Env(_)) {
             return Err(self
-                .error(PluginErrorKind::Instantiate, "is not an environment plugin")
+                .error(
+                    PluginFailureKind::Instantiate,
+                    "is not an environment plugin",
+                )
                 .into());
         }
         let http_denied = Arc::new(AtomicU64::new(0));
@@ -133,9 +95,9 @@ impl Plugin {
         match spec {
             Ok(s) => env.spec = output::spec(s, max).map_err(|m| env.bad_output(m))?,
             Err(e) => {
-                return Err(WasmEnvError::Env {
+                return Err(EnvCallError::Env {
                     env_id: env.spec.id.clone(),
-                    source: output::env_error(e, max),
+                    error: output::env_error(e, max),
                 });
             }
         }
@@ -154,16 +116,6 @@ impl WasmEnv {
         &self.plugin
     }
 
-    /// Counters so far.
-    pub fn stats(&self) -> EnvStats {
-        let mut s = self.stats.clone();
-        s.http_denied = self.http_denied.load(Ordering::Relaxed);
-        if let Some(live) = &self.live {
-            s.log_dropped += live.store.data().log_dropped;
-        }
-        s
-    }
-
     /// Captured guest stderr of the current instance (up to `max` trailing bytes).
     pub fn stderr_tail(&self, max: usize) -> String {
         self.live
@@ -172,11 +124,12 @@ impl WasmEnv {
             .unwrap_or_default()
     }
 
-    fn instantiate(&mut self) -> Result<(), PluginError> {
+    fn instantiate(&mut self) -> Result<(), PluginFailure> {
         let Pre::Env(pre) = &self.plugin.inner.pre else {
-            return Err(self
-                .plugin
-                .error(PluginErrorKind::Instantiate, "is not an environment plugin"));
+            return Err(self.plugin.error(
+                PluginFailureKind::Instantiate,
+                "is not an environment plugin",
+            ));
         };
         let mut store = self
             .plugin
@@ -188,8 +141,8 @@ impl WasmEnv {
             Err(e) => {
                 self.stats.plugin_errors += 1;
                 let mut err = self.plugin.classify(&e, &store);
-                if err.kind == PluginErrorKind::Trap {
-                    err.kind = PluginErrorKind::Instantiate;
+                if err.kind == PluginFailureKind::Trap {
+                    err.kind = PluginFailureKind::Instantiate;
                 }
                 return Err(err);
             }
@@ -218,11 +171,11 @@ impl WasmEnv {
     fn call<R>(
         &mut self,
         f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
-    ) -> Result<R, PluginError> {
+    ) -> Result<R, PluginFailure> {
         let Some(live) = self.live.as_mut() else {
             return Err(self
                 .plugin
-                .error(PluginErrorKind::Instantiate, "no live instance"));
+                .error(PluginFailureKind::Instantiate, "no live instance"));
         };
         self.plugin.arm(&mut live.store, 1);
         let result = f(live);
@@ -245,18 +198,14 @@ impl WasmEnv {
         self.ready = false;
     }
 
-    fn bad_output(&mut self, message: String) -> PluginError {
+    fn bad_output(&mut self, message: String) -> PluginFailure {
         self.discard();
-        self.plugin.error(PluginErrorKind::BadOutput, message)
+        self.plugin.error(PluginFailureKind::BadOutput, message)
     }
 
     /// Start an episode. Makes a fresh instance first if the last one was discarded; reseeds
     /// the guest's randomness and clocks from `seed`.
-    ///
-    /// # Errors
-    /// [`WasmEnvError::Env`] for the env's own errors, [`WasmEnvError::Plugin`] for traps and
-    /// bad output (the instance is then discarded).
-    pub fn try_reset(&mut self, seed: u64) -> Result<ResetResult, WasmEnvError> {
+    fn try_reset(&mut self, seed: u64) -> Result<ResetResult, EnvCallError> {
         if self.live.is_none() {
             self.instantiate()?;
         }
@@ -276,22 +225,19 @@ impl WasmEnv {
                 self.ready = true;
                 Ok(r)
             }
-            Err(e) => Err(WasmEnvError::Env {
+            Err(e) => Err(EnvCallError::Env {
                 env_id: self.spec.id.clone(),
-                source: output::env_error(e, max),
+                error: output::env_error(e, max),
             }),
         }
     }
 
-    /// Apply one action.
-    ///
-    /// # Errors
-    /// As [`WasmEnv::try_reset`]; `not-ready` if the instance was discarded since the last reset.
-    pub fn try_step(&mut self, action: &str) -> Result<StepResult, WasmEnvError> {
+    /// Apply one action; `not-ready` if the instance was discarded since the last reset.
+    fn try_step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
         if self.live.is_none() || !self.ready {
-            return Err(WasmEnvError::Env {
+            return Err(EnvCallError::Env {
                 env_id: self.spec.id.clone(),
-                source: EnvError::NotReady(
+                error: EnvError::NotReady(
                     "call reset first (the instance is new or was discarded after an error)".into(),
                 ),
             });
@@ -305,9 +251,9 @@ impl WasmEnv {
         let max = self.plugin.sandbox().config().max_output_bytes;
         match r {
             Ok(r) => output::step(r, max).map_err(|m| self.bad_output(m).into()),
-            Err(e) => Err(WasmEnvError::Env {
+            Err(e) => Err(EnvCallError::Env {
                 env_id: self.spec.id.clone(),
-                source: output::env_error(e, max),
+                error: output::env_error(e, max),
             }),
         }
     }
@@ -319,10 +265,19 @@ impl Env for WasmEnv {
     }
 
     fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvCallError> {
-        self.try_reset(seed).map_err(Into::into)
+        self.try_reset(seed)
     }
 
     fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
-        self.try_step(action).map_err(Into::into)
+        self.try_step(action)
+    }
+
+    fn stats(&self) -> EnvStats {
+        let mut s = self.stats.clone();
+        s.http_denied = self.http_denied.load(Ordering::Relaxed);
+        if let Some(live) = &self.live {
+            s.log_dropped += live.store.data().log_dropped;
+        }
+        s
     }
 }

@@ -9,7 +9,7 @@
 
 use crate::context::{Message, PromptConfig, Role, chatml_segment, training_messages};
 use crate::rollout::turn_views;
-use crate::trajectory::Trajectory;
+use ragen_gym_core::Trajectory;
 
 /// Messages -> token ids. Control tokens (`<|im_start|>`, `<|im_end|>`) are inserted by id;
 /// message bodies are encoded literally, so env text can never forge a control token.
@@ -148,7 +148,7 @@ pub fn build_sample(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trajectory::Turn;
+    use ragen_gym_core::Turn;
 
     const CHAR_TOK: CharTokenizer = CharTokenizer;
 

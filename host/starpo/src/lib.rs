@@ -28,7 +28,6 @@ pub mod run_dir;
 pub mod stats;
 #[cfg(feature = "trainer")]
 pub mod trainer;
-pub mod trajectory;
 
 pub use batch::{CharTokenizer, Sample, Tokenize, build_sample};
 pub use config::{Config, ConfigBuilder, ConfigError};
@@ -39,4 +38,3 @@ pub use rollout::{EnvPool, Generator, RolloutParams, SamplingParams, rollout};
 pub use run_dir::RunDir;
 #[cfg(feature = "trainer")]
 pub use trainer::{EnvFactory, EvalResult, TrainError, TrainSetup, Trainer, evaluate};
-pub use trajectory::{RewardBreakdown, RewardFunction, Trajectory, Turn};

@@ -1,7 +1,7 @@
 //! RAGEN's rollout metrics (spec §6.2; `es_manager.get_rollout_states`), computed from finished
 //! trajectories. Names are `{prefix}/{tag}/success` etc. with `prefix` = `train` or `val-env`.
 
-use crate::trajectory::Trajectory;
+use ragen_gym_core::Trajectory;
 use std::collections::BTreeMap;
 
 /// Metrics of one iteration: name -> value (sorted, JSON-friendly).
@@ -26,7 +26,7 @@ pub fn rollout_metrics(prefix: &str, trajs: &[Trajectory], group_size: usize) ->
     let Some(first) = trajs.first() else { return m };
     let tag = &first.tag;
     let k = |name: &str| format!("{prefix}/{tag}/{name}");
-    let frac = |t: &Trajectory, f: fn(&crate::trajectory::Turn) -> bool| {
+    let frac = |t: &Trajectory, f: fn(&ragen_gym_core::Turn) -> bool| {
         if t.turns.is_empty() {
             0.0
         } else {
@@ -95,7 +95,7 @@ pub fn add_stats(m: &mut Metrics, name: &str, xs: &[f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trajectory::Turn;
+    use ragen_gym_core::Turn;
 
     fn turn(valid: bool, eff: bool) -> Turn {
         Turn {

@@ -8,8 +8,7 @@
 use crate::batch::Tokenize;
 use crate::context::{PromptConfig, TurnView, build_messages, forced_prefix};
 use crate::parse::{map_actions, parse_response};
-use crate::trajectory::{Trajectory, Turn};
-use ragen_gym_core::{Env, EnvSpec};
+use ragen_gym_core::{Env, EnvSpec, Trajectory, Turn};
 
 /// Sampling settings for one generation call.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -391,7 +390,7 @@ pub fn rollout(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ragen_gym_core::{EnvCallError, ResetResult, StepResult};
+    use ragen_gym_core::{EnvCallError, PluginFailure, PluginFailureKind, ResetResult, StepResult};
 
     /// Counter env: `Inc` adds 1 (reward 1), done with success at 2; `Stop` ends without success.
     /// Seed 99 makes `step` fail like a trapped plugin.
@@ -435,7 +434,12 @@ mod tests {
         }
         fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
             if self.seed == 99 {
-                return Err(EnvCallError::Plugin("trap: unreachable".into()));
+                return Err(EnvCallError::Plugin(PluginFailure {
+                    kind: PluginFailureKind::Panic,
+                    plugin_id: "test/Counter-v0".into(),
+                    version: "0.1.0".into(),
+                    message: "unreachable".into(),
+                }));
             }
             let stop = action == "Stop";
             if !stop {
@@ -604,7 +608,7 @@ mod tests {
             t[0].end_reason
                 .as_deref()
                 .unwrap()
-                .contains("trap: unreachable")
+                .contains("panicked: unreachable")
         );
         assert!(!t[0].success && t[0].truncated);
         assert!(t[1].success && t[1].end_reason.is_none());

@@ -8,6 +8,5 @@ pub mod inspect;
 pub mod play;
 pub mod plot;
 pub mod plugin_args;
-pub mod reward_plugins;
 pub mod train;
 pub mod webshop;

@@ -3,6 +3,7 @@
 
 use crate::ExpectedError;
 use anyhow::Context;
+use ragen_gym_core::RewardFunction;
 use ragen_gym_sandbox::{Grants, HostPort, Plugin, ReqwestTransport, Sandbox, SandboxConfig};
 use std::path::Path;
 
@@ -92,6 +93,28 @@ pub fn load(spec: &str, args: &SandboxArgs) -> anyhow::Result<Plugin> {
     sandbox
         .load_bytes(&name, &bytes)
         .map_err(|e| ExpectedError::plugin(&name, e).into())
+}
+
+/// Load every `--reward-plugin` (a `.wasm` path or built-in name) under the same sandbox flags as
+/// the env (`train --reward-plugin FILE`: sandboxed reward functions whose `score(trajectory)`
+/// is added to the env rewards of every trajectory).
+///
+/// # Errors
+/// [`ExpectedError::PluginRefused`] (exit code 11) for a plugin that fails verification, or is
+/// an env plugin rather than a reward-function plugin.
+pub fn load_reward_functions(
+    specs: &[String],
+    args: &SandboxArgs,
+) -> anyhow::Result<Vec<Box<dyn RewardFunction>>> {
+    specs
+        .iter()
+        .map(|spec| {
+            let function = load(spec, args)?
+                .reward_function()
+                .map_err(|e| ExpectedError::plugin(spec, e))?;
+            Ok(Box::new(function) as Box<dyn RewardFunction>)
+        })
+        .collect()
 }
 
 /// splitmix64: the CLI's seeded action sampler (no extra dependency).

@@ -6,7 +6,7 @@
 //! `--config FILE`, `RAGEN_<SECTION>__<KEY>` variables, `--set`, then `--model` / `--iterations`.
 //! With `--resume DIR` the run's own `config.toml` replaces the first four layers.
 
-use super::plugin_args::{SandboxArgs, load};
+use super::plugin_args::{SandboxArgs, load, load_reward_functions};
 use crate::ExpectedError;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         make_env,
         plugin_sha256: sha,
         env_source: env_spec,
-        reward_functions: super::reward_plugins::load_all(&args.reward_plugin, &args.sandbox)?,
+        reward_functions: load_reward_functions(&args.reward_plugin, &args.sandbox)?,
         run_dir,
         resume: args.resume.is_some(),
     })
