@@ -36,8 +36,12 @@ pub mod env;
 pub mod error;
 pub mod fuzz;
 pub mod reward;
+#[cfg(test)]
+mod route_fuzz;
 pub mod search;
 pub mod server;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use catalog::{Catalog, EMBEDDED_CATALOG, Goal, OptionGroup, Product};
 pub use env::{AvailableActions, Page, ShopEnv, StepOutcome, SubPage, parse_action};

@@ -29,6 +29,8 @@
 
 pub mod config;
 pub mod env;
+#[cfg(test)]
+mod fuzz_tests;
 #[cfg(target_arch = "wasm32")]
 pub mod guest;
 pub mod protocol;
