@@ -49,4 +49,4 @@ pub use error::WebShopError;
 pub use fuzz::token_set_ratio;
 pub use reward::{RewardBreakdown, normalize_color, reward};
 pub use search::SearchIndex;
-pub use server::{RouteResponse, Shop, WebShopServer};
+pub use server::{RouteResponse, SessionLimits, Shop, WebShopServer};

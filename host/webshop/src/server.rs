@@ -14,6 +14,11 @@
 //! | `GET /state?env_idx=N` | – | `{"url", "html", "instruction_text"}` (`html` holds the simple text) |
 //! | `POST /close` | `{"env_idx": int}` | `true` (an extension; AgentGym has no such route) |
 //!
+//! Sessions a client abandons (a plugin instance discarded after a trap never calls `/close`)
+//! are closed after [`SessionLimits::idle_timeout`] without a request, and `/create` beyond
+//! [`SessionLimits::max_sessions`] closes the least recently used one, so a long run's
+//! sessions stay bounded. A later request on a closed session gets the usual 404.
+//!
 //! Differences from AgentGym: `/step`'s `info` carries the reward breakdown at purchase (AgentGym
 //! returns `null`); a null `session_id` picks goals from a fixed sequence instead of weighted
 //! random sampling; `/create` does not load a catalog per env. Errors use FastAPI's shape
@@ -24,7 +29,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -60,7 +65,7 @@ impl RouteResponse {
     }
 }
 
-/// SplitMix64: the fixed pseudo-random sequence behind env ids and seedless goals.
+/// SplitMix64: the fixed pseudo-random sequence behind seedless goals.
 fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -68,10 +73,48 @@ fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Bounds on the env sessions a [`Shop`] keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// A session with no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// Most sessions at once; `/create` beyond it closes the least recently used one.
+    pub max_sessions: usize,
+}
+
+impl Default for SessionLimits {
+    /// 10 minutes idle (far above a model's turn; the bridge opens a new session when its
+    /// old one was closed between episodes), 4096 sessions.
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(600),
+            max_sessions: 4096,
+        }
+    }
+}
+
+struct Session {
+    env: ShopEnv,
+    last_used: Instant,
+}
+
+/// Multiplier of the env-id permutation; coprime with `MAX_ENV_ID + 1` = 11 * 47 * 73 * 1297.
+const ENV_ID_STRIDE: u64 = 904_217;
+
+/// The `n`-th env id: `n * ENV_ID_STRIDE + 12345` modulo `MAX_ENV_ID + 1`, a permutation, so no
+/// id is handed out twice in the first 48,950,077 creations (a client whose session was closed
+/// gets a 404, never someone else's session).
+fn env_id(n: u64) -> i64 {
+    let m = MAX_ENV_ID + 1;
+    ((n % m) * ENV_ID_STRIDE + 12_345).rem_euclid(m) as i64
+}
+
 struct ShopState {
-    envs: BTreeMap<i64, ShopEnv>,
+    envs: BTreeMap<i64, Session>,
     created: u64,
     seedless_resets: u64,
+    /// Sessions closed by the idle timeout or the session cap so far.
+    expired: u64,
 }
 
 /// The shop: all env sessions over one catalog, behind the AgentGym routes. Transport-free, so
@@ -79,22 +122,42 @@ struct ShopState {
 pub struct Shop {
     catalog: Arc<Catalog>,
     index: Arc<SearchIndex>,
+    limits: SessionLimits,
     state: Mutex<ShopState>,
 }
 
 impl Shop {
-    /// A shop over `catalog` with no envs yet.
+    /// A shop over `catalog` with no envs yet and the default [`SessionLimits`].
     pub fn new(catalog: Catalog) -> Self {
+        Self::with_limits(catalog, SessionLimits::default())
+    }
+
+    /// A shop over `catalog` with no envs yet.
+    pub fn with_limits(catalog: Catalog, limits: SessionLimits) -> Self {
         let index = Arc::new(SearchIndex::new(&catalog));
         Self {
             catalog: Arc::new(catalog),
             index,
+            limits,
             state: Mutex::new(ShopState {
                 envs: BTreeMap::new(),
                 created: 0,
                 seedless_resets: 0,
+                expired: 0,
             }),
         }
+    }
+
+    /// Open sessions (after closing the idle ones).
+    pub fn session_count(&self) -> usize {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.expire_idle(&mut state, Instant::now());
+        state.envs.len()
+    }
+
+    /// Sessions closed so far by the idle timeout or the session cap.
+    pub fn expired_count(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).expired
     }
 
     /// The catalog served.
@@ -105,10 +168,30 @@ impl Shop {
     /// Answer one request. `url` is the path with an optional query string; `body` is the
     /// request body (JSON for the POST routes).
     pub fn handle(&self, method: &str, url: &str, body: &[u8]) -> RouteResponse {
+        self.handle_at(method, url, body, Instant::now())
+    }
+
+    /// [`Shop::handle`] as if it arrived at `now` (for tests of the session limits; `now` must
+    /// not go backwards).
+    pub fn handle_at(&self, method: &str, url: &str, body: &[u8], now: Instant) -> RouteResponse {
         let (path, query) = url.split_once('?').unwrap_or((url, ""));
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        self.route(&mut state, method, path, query, body)
+        self.expire_idle(&mut state, now);
+        self.route(&mut state, method, path, query, body, now)
             .unwrap_or_else(|e| e)
+    }
+
+    fn expire_idle(&self, state: &mut ShopState, now: Instant) {
+        let before = state.envs.len();
+        let timeout = self.limits.idle_timeout;
+        state
+            .envs
+            .retain(|_, s| now.saturating_duration_since(s.last_used) < timeout);
+        let closed = before - state.envs.len();
+        if closed > 0 {
+            state.expired += closed as u64;
+            tracing::info!(closed, ?timeout, "closed idle webshop sessions");
+        }
     }
 
     fn route(
@@ -118,6 +201,7 @@ impl Shop {
         path: &str,
         query: &str,
         body: &[u8],
+        now: Instant,
     ) -> Result<RouteResponse, RouteResponse> {
         let query_env = || -> Result<i64, RouteResponse> {
             query
@@ -145,18 +229,37 @@ impl Shop {
                     state.envs.keys().collect::<Vec<_>>()
                 ))),
                 ("POST", "/create") => {
+                    if state.envs.len() >= self.limits.max_sessions.max(1) {
+                        let lru = state
+                            .envs
+                            .iter()
+                            .min_by_key(|(_, s)| s.last_used)
+                            .map(|(&id, _)| id);
+                        if let Some(lru) = lru {
+                            state.envs.remove(&lru);
+                            state.expired += 1;
+                            tracing::info!(
+                                env = lru,
+                                "closed the least recently used webshop session at the cap"
+                            );
+                        }
+                    }
                     let mut id;
                     loop {
-                        id = (splitmix64(state.created) % (MAX_ENV_ID + 1)) as i64;
+                        id = env_id(state.created);
                         state.created += 1;
                         if !state.envs.contains_key(&id) {
                             break;
                         }
                     }
                     let goal = self.next_seedless_goal(state);
+                    let env = ShopEnv::new(self.catalog.clone(), self.index.clone(), goal);
                     state.envs.insert(
                         id,
-                        ShopEnv::new(self.catalog.clone(), self.index.clone(), goal),
+                        Session {
+                            env,
+                            last_used: now,
+                        },
                     );
                     Ok(RouteResponse::ok(json!(id)))
                 }
@@ -172,8 +275,9 @@ impl Shop {
                             )
                         })?,
                     };
-                    let env = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
-                    Ok(RouteResponse::ok(json!([env.reset(goal), null])))
+                    let session = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
+                    session.last_used = now;
+                    Ok(RouteResponse::ok(json!([session.env.reset(goal), null])))
                 }
                 ("POST", "/step") => {
                     let v = json_body()?;
@@ -181,8 +285,9 @@ impl Shop {
                     let action = v.get("action").and_then(Value::as_str).ok_or_else(|| {
                         RouteResponse::err(422, "body field `action` (string) is required")
                     })?;
-                    let env = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
-                    let out = env.step(action);
+                    let session = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
+                    session.last_used = now;
+                    let out = session.env.step(action);
                     Ok(RouteResponse::ok(json!({
                         "state": out.state, "reward": out.reward, "done": out.done, "info": out.info,
                     })))
@@ -194,7 +299,9 @@ impl Shop {
                 }
                 ("GET", "/available_actions" | "/observation" | "/instruction_text" | "/state") => {
                     let id = query_env()?;
-                    let env = state.envs.get(&id).ok_or_else(|| missing(id))?;
+                    let session = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
+                    session.last_used = now;
+                    let env = &session.env;
                     Ok(RouteResponse::ok(match path {
                         "/available_actions" => json!(env.available_actions()),
                         "/observation" => json!(env.observation()),
@@ -235,8 +342,18 @@ pub struct WebShopServer {
 pub const WORKERS: usize = 4;
 
 impl WebShopServer {
-    /// Bind `addr` (e.g. `127.0.0.1:3000`, or port 0 for an ephemeral port) and serve `catalog`.
+    /// Bind `addr` (e.g. `127.0.0.1:3000`, or port 0 for an ephemeral port) and serve `catalog`
+    /// with the default [`SessionLimits`].
     pub fn start(catalog: Catalog, addr: &str) -> Result<Self, WebShopError> {
+        Self::start_with(catalog, addr, SessionLimits::default())
+    }
+
+    /// [`WebShopServer::start`] with explicit session limits.
+    pub fn start_with(
+        catalog: Catalog,
+        addr: &str,
+        limits: SessionLimits,
+    ) -> Result<Self, WebShopError> {
         let server = tiny_http::Server::http(addr).map_err(|e| WebShopError::Bind {
             addr: addr.to_string(),
             reason: e.to_string(),
@@ -249,7 +366,7 @@ impl WebShopServer {
                 reason: "not an IP socket".into(),
             })?;
         let server = Arc::new(server);
-        let shop = Arc::new(Shop::new(catalog));
+        let shop = Arc::new(Shop::with_limits(catalog, limits));
         let stop = Arc::new(AtomicBool::new(false));
         let workers = (0..WORKERS)
             .map(|_| {
@@ -432,6 +549,59 @@ mod tests {
         )
         .1;
         assert_eq!(r1, r2);
+    }
+
+    #[test]
+    fn env_ids_are_never_reused() {
+        let ids: std::collections::HashSet<i64> = (0..200_000).map(env_id).collect();
+        assert_eq!(ids.len(), 200_000);
+        assert!(ids.iter().all(|&id| (0..=MAX_ENV_ID as i64).contains(&id)));
+        // The stride is a unit modulo MAX_ENV_ID + 1, so the map is a permutation.
+        let (mut a, mut b) = (ENV_ID_STRIDE, MAX_ENV_ID + 1);
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        assert_eq!(a, 1);
+    }
+
+    #[test]
+    fn idle_sessions_close_and_the_cap_closes_the_least_recently_used() {
+        let limits = SessionLimits {
+            idle_timeout: Duration::from_secs(10),
+            max_sessions: 3,
+        };
+        let shop = Shop::with_limits(Catalog::embedded(), limits);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let create = |s| {
+            let r = shop.handle_at("POST", "/create", b"", at(s));
+            r.body.parse::<i64>().unwrap()
+        };
+        let reset = |id: i64, s| {
+            let body = json!({"env_idx": id, "session_id": 0}).to_string();
+            shop.handle_at("POST", "/reset", body.as_bytes(), at(s))
+                .status
+        };
+        let (a, b) = (create(0), create(1));
+        // `a` stays in use; `b` is left alone past the idle timeout.
+        assert_eq!(reset(a, 9), 200);
+        assert_eq!(reset(a, 18), 200);
+        assert_eq!(reset(b, 11), 404, "idle for 10 s");
+        assert_eq!(shop.expired_count(), 1);
+        // At the cap of 3, a 4th session closes the least recently used (c, used at 19).
+        let c = create(19);
+        let d = create(20);
+        assert_eq!(reset(a, 21), 200);
+        let e = create(22);
+        assert_eq!(reset(c, 23), 404, "least recently used at the cap");
+        assert_eq!((reset(d, 23), reset(e, 23)), (200, 200));
+        let listed = shop.handle_at("GET", "/list_envs", b"", at(23)).body;
+        let mut want = vec![a, d, e];
+        want.sort_unstable();
+        assert_eq!(listed, json!(want).to_string());
+        // Everything idles out; the count goes back to zero.
+        assert_eq!(shop.handle_at("GET", "/list_envs", b"", at(40)).body, "[]");
+        assert_eq!(shop.expired_count(), 5);
     }
 
     /// A minimal HTTP/1.1 exchange over a std socket, to check the server end to end.

@@ -4,7 +4,7 @@
 use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
 
 use crate::config::BridgeConfig;
-use crate::protocol::{AgentGymClient, AvailableActions, Transport};
+use crate::protocol::{AgentGymClient, AvailableActions, CallError, Transport};
 
 /// Instruction for the model's prompt.
 pub const INSTRUCTION: &str = "You are shopping in an online store. Find and buy the product that fits the \
@@ -64,7 +64,7 @@ pub fn is_valid_action(action: &str, available: &AvailableActions) -> bool {
 }
 
 /// The WebShop bridge over a transport `T`.
-pub struct WebShopBridge<T> {
+pub struct WebShopBridge<T: Transport> {
     config: BridgeConfig,
     client: AgentGymClient<T>,
     env_idx: Option<i64>,
@@ -123,8 +123,8 @@ impl<T: Transport> WebShopBridge<T> {
         )
     }
 
-    fn server_error(e: String) -> EnvError {
-        EnvError::Other(e)
+    fn server_error(e: CallError) -> EnvError {
+        EnvError::Other(e.to_string())
     }
 
     /// Start an episode on the goal the seed indexes in the configured split.
@@ -142,10 +142,20 @@ impl<T: Transport> WebShopBridge<T> {
             }
         };
         self.goal_index = self.config.split.goal_index(seed);
-        let mut obs = self
-            .client
-            .reset(env_idx, self.goal_index)
-            .map_err(Self::server_error)?;
+        let (env_idx, mut obs) = match self.client.reset(env_idx, self.goal_index) {
+            // The server closed our session (its idle timeout, or a restart): open a new one.
+            Err(CallError::Status { status: 404, .. }) => {
+                self.env_idx = None;
+                let id = self.client.create().map_err(Self::server_error)?;
+                self.env_idx = Some(id);
+                let obs = self
+                    .client
+                    .reset(id, self.goal_index)
+                    .map_err(Self::server_error)?;
+                (id, obs)
+            }
+            other => (env_idx, other.map_err(Self::server_error)?),
+        };
         if obs.trim().is_empty() {
             obs = self
                 .client
@@ -222,6 +232,17 @@ impl<T: Transport> WebShopBridge<T> {
             success: terminated && reward >= SUCCESS_REWARD,
             info,
         })
+    }
+}
+
+impl<T: Transport> Drop for WebShopBridge<T> {
+    /// Close the server session when the host drops the env (a no-op where the server has no
+    /// `/close`; an instance discarded after a trap never gets here, and the server's idle
+    /// timeout closes its session instead).
+    fn drop(&mut self) {
+        if let Some(id) = self.env_idx.take() {
+            let _ = self.client.close(id);
+        }
     }
 }
 
@@ -435,6 +456,40 @@ mod tests {
             env.step_action("search[tee]"),
             Err(EnvError::Other(_))
         ));
+    }
+
+    #[test]
+    fn a_session_the_server_closed_is_reopened_at_the_next_reset() {
+        let (mut env, shop) = bridge(None);
+        env.reset_episode(0).unwrap();
+        env.step_action("search[tee]").unwrap();
+        // The server drops the session (its idle timeout does this to abandoned ones).
+        let id = shop.handle("GET", "/list_envs", b"").body;
+        let id = id.trim_matches(['[', ']']);
+        let closed = shop.handle(
+            "POST",
+            "/close",
+            format!(r#"{{"env_idx":{id}}}"#).as_bytes(),
+        );
+        assert_eq!(closed.status, 200);
+        assert_eq!(shop.session_count(), 0);
+        // Mid-episode that is an error naming the call...
+        let e = env.step_action("search[tee]").unwrap_err().to_string();
+        assert!(e.contains("/step") && e.contains("404"), "{e}");
+        // ...and the next reset opens a new session and plays on.
+        let r = env.reset_episode(1).unwrap();
+        assert!(r.observation.starts_with("WebShop [SEP] Instruction:"));
+        assert_eq!(shop.session_count(), 1);
+        assert!(env.step_action("search[tee]").unwrap().action_is_effective);
+    }
+
+    #[test]
+    fn dropping_the_env_closes_its_server_session() {
+        let (mut env, shop) = bridge(None);
+        env.reset_episode(0).unwrap();
+        assert_eq!(shop.session_count(), 1);
+        drop(env);
+        assert_eq!(shop.session_count(), 0);
     }
 
     #[test]

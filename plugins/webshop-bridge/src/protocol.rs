@@ -39,6 +39,52 @@ pub struct StepReply {
     pub info: Value,
 }
 
+/// Why a call to the server failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// No response came back (denied by the host, refused, timed out, ...).
+    Transport {
+        /// `webshop server URL: METHOD PATH`.
+        call: String,
+        /// The transport's reason.
+        reason: String,
+    },
+    /// The server answered with a status other than 200.
+    Status {
+        /// `webshop server URL: METHOD PATH`.
+        call: String,
+        /// The HTTP status.
+        status: u16,
+        /// The first 200 characters of the body.
+        snippet: String,
+    },
+    /// A 200 whose body is not the route's JSON shape.
+    Body {
+        /// `webshop server URL: METHOD PATH`.
+        call: String,
+        /// serde_json's message.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Transport { call, reason } => write!(f, "{call} failed: {reason}"),
+            CallError::Status {
+                call,
+                status,
+                snippet,
+            } => write!(f, "{call} returned HTTP {status}: {snippet}"),
+            CallError::Body { call, reason } => {
+                write!(f, "{call} returned an unexpected body ({reason})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
 /// A client of one AgentGym WebShop server.
 pub struct AgentGymClient<T> {
     transport: T,
@@ -59,27 +105,35 @@ impl<T: Transport> AgentGymClient<T> {
         method: &str,
         path: &str,
         body: Option<Value>,
-    ) -> Result<R, String> {
+    ) -> Result<R, CallError> {
         let url = format!("{}{path}", self.base_url);
         let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let what = || format!("webshop server {}: {method} {path}", self.base_url);
+        let call = || format!("webshop server {}: {method} {path}", self.base_url);
         let (status, text) = self
             .transport
             .request(method, &url, &body)
-            .map_err(|e| format!("{} failed: {e}", what()))?;
+            .map_err(|reason| CallError::Transport {
+                call: call(),
+                reason,
+            })?;
         if status != 200 {
-            let snippet: String = text.chars().take(200).collect();
-            return Err(format!("{} returned HTTP {status}: {snippet}", what()));
+            return Err(CallError::Status {
+                call: call(),
+                status,
+                snippet: text.chars().take(200).collect(),
+            });
         }
-        serde_json::from_str(&text)
-            .map_err(|e| format!("{} returned an unexpected body ({e})", what()))
+        serde_json::from_str(&text).map_err(|e| CallError::Body {
+            call: call(),
+            reason: e.to_string(),
+        })
     }
 
     /// `POST /create` → an opaque env id.
     ///
     /// # Errors
-    /// Transport failures, non-200 statuses and unexpected bodies, as messages.
-    pub fn create(&mut self) -> Result<i64, String> {
+    /// [`CallError`] for transport failures, non-200 statuses and unexpected bodies.
+    pub fn create(&mut self) -> Result<i64, CallError> {
         self.call("POST", "/create", None)
     }
 
@@ -87,7 +141,7 @@ impl<T: Transport> AgentGymClient<T> {
     ///
     /// # Errors
     /// As [`AgentGymClient::create`].
-    pub fn reset(&mut self, env_idx: i64, goal_index: u64) -> Result<String, String> {
+    pub fn reset(&mut self, env_idx: i64, goal_index: u64) -> Result<String, CallError> {
         let reply: (String, Value) = self.call(
             "POST",
             "/reset",
@@ -100,7 +154,7 @@ impl<T: Transport> AgentGymClient<T> {
     ///
     /// # Errors
     /// As [`AgentGymClient::create`].
-    pub fn step(&mut self, env_idx: i64, action: &str) -> Result<StepReply, String> {
+    pub fn step(&mut self, env_idx: i64, action: &str) -> Result<StepReply, CallError> {
         self.call(
             "POST",
             "/step",
@@ -112,7 +166,7 @@ impl<T: Transport> AgentGymClient<T> {
     ///
     /// # Errors
     /// As [`AgentGymClient::create`].
-    pub fn available_actions(&mut self, env_idx: i64) -> Result<AvailableActions, String> {
+    pub fn available_actions(&mut self, env_idx: i64) -> Result<AvailableActions, CallError> {
         self.call(
             "GET",
             &format!("/available_actions?env_idx={env_idx}"),
@@ -120,11 +174,20 @@ impl<T: Transport> AgentGymClient<T> {
         )
     }
 
+    /// `POST /close {"env_idx"}` (an extension of `ragen-gym webshop serve`; AgentGym's server
+    /// answers 404).
+    ///
+    /// # Errors
+    /// As [`AgentGymClient::create`].
+    pub fn close(&mut self, env_idx: i64) -> Result<bool, CallError> {
+        self.call("POST", "/close", Some(json!({"env_idx": env_idx})))
+    }
+
     /// `GET /observation?env_idx=N`.
     ///
     /// # Errors
     /// As [`AgentGymClient::create`].
-    pub fn observation(&mut self, env_idx: i64) -> Result<String, String> {
+    pub fn observation(&mut self, env_idx: i64) -> Result<String, CallError> {
         self.call("GET", &format!("/observation?env_idx={env_idx}"), None)
     }
 }
