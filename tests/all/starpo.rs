@@ -2,12 +2,16 @@
 //! training run with the default model (train 1 iteration, resume to 2).
 
 use ragen_bandit::Bandit;
+use ragen_gym_cli::report::Reporters;
+use ragen_gym_cli::report::jsonl::JsonlReporter;
 use ragen_gym_core::{Env, NativeEnv};
-use ragen_gym_starpo::batch::{CharTokenizer, Tokenize};
-use ragen_gym_starpo::rollout::{
-    EnvPool, Generator, RolloutParams, SamplingParams, group_seeds, rollout,
+use ragen_gym_starpo::config::env_preset;
+use ragen_gym_starpo::prompt::{CharTokenizer, PromptConfig, Tokenize, env_prefix};
+use ragen_gym_starpo::seeds::group_seeds;
+use ragen_gym_starpo::{
+    ConfigBuilder, EnvPool, GenerateError, GenerationParams, Generator, RolloutParams, RunDir,
+    TrainSetup, Trainer, rollout,
 };
-use ragen_gym_starpo::{ConfigBuilder, TrainSetup, Trainer};
 
 /// Always answers `answer` after the forced `<think>`.
 struct Fixed(&'static str);
@@ -19,8 +23,8 @@ impl Generator for Fixed {
     fn generate(
         &mut self,
         prompts: &[Vec<u32>],
-        _: &SamplingParams,
-    ) -> Result<Vec<String>, String> {
+        _: &GenerationParams,
+    ) -> Result<Vec<String>, GenerateError> {
         Ok(prompts.iter().map(|_| self.0.to_string()).collect())
     }
 }
@@ -35,18 +39,15 @@ fn bandit_pool(n: usize) -> EnvPool {
 
 fn params() -> RolloutParams {
     let cfg = ConfigBuilder::new()
-        .layer_str(
-            ragen_gym_starpo::config::env_preset("bandit").unwrap(),
-            "bandit",
-        )
+        .layer_str(env_preset("bandit").unwrap(), "bandit")
         .unwrap()
         .build()
         .unwrap();
     let pool = bandit_pool(1);
     RolloutParams {
-        prompt: ragen_gym_starpo::context::PromptConfig {
+        prompt: PromptConfig {
             system_prompt: cfg.agent_proxy.system_prompt.clone(),
-            prefix: ragen_gym_starpo::context::env_prefix(pool.spec(), 1, "||"),
+            prefix: env_prefix(pool.spec(), 1, "||"),
             enable_think: true,
             response_length: 100,
             max_context_window: -1,
@@ -58,7 +59,7 @@ fn params() -> RolloutParams {
         format_penalty: -0.1,
         max_model_len: 100_000,
         generation_batch_size: 8,
-        sampling: SamplingParams {
+        sampling: GenerationParams {
             temperature: 1.0,
             top_p: 1.0,
             max_new_tokens: 100,
@@ -122,10 +123,10 @@ fn train_one_iteration_then_resume_with_the_default_model() {
     let run_dir = dir.path().join("run");
     let build = |iters: u32, resume: bool| {
         let b = if resume {
-            Trainer::resume_config(&run_dir).unwrap()
+            RunDir::open(&run_dir).unwrap().resume_config().unwrap()
         } else {
             ConfigBuilder::new()
-                .layer_str(ragen_gym_starpo::config::env_preset("bandit").unwrap(), "bandit")
+                .layer_str(env_preset("bandit").unwrap(), "bandit")
                 .unwrap()
                 .layer_str(
                     "[es_manager.train]\nenv_groups = 1\ngroup_size = 2\n[es_manager.val]\nenv_groups = 1\n\
@@ -155,8 +156,13 @@ fn train_one_iteration_then_resume_with_the_default_model() {
         })
         .unwrap()
     };
+    // the CLI's JSONL reporter writes metrics.jsonl and trajectories.jsonl
+    let reporters = |t: &Trainer| {
+        let run = RunDir::open(t.run_dir()).unwrap();
+        Reporters(vec![Box::new(JsonlReporter::new(run, "native", 4))])
+    };
     let mut t = build(1, false);
-    t.train(&mut |_| {}).unwrap();
+    t.train(&mut reporters(&t)).unwrap();
     assert_eq!(t.iteration(), 1);
     let metrics = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
     let lines: Vec<serde_json::Value> = metrics
@@ -181,7 +187,7 @@ fn train_one_iteration_then_resume_with_the_default_model() {
     );
     let mut t = build(2, true);
     assert_eq!(t.iteration(), 1);
-    t.train(&mut |_| {}).unwrap();
+    t.train(&mut reporters(&t)).unwrap();
     assert_eq!(t.iteration(), 2);
     let metrics = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
     let its: Vec<u64> = metrics
@@ -196,5 +202,7 @@ fn train_one_iteration_then_resume_with_the_default_model() {
 }
 
 fn ragen_gym_policy_path() -> std::path::PathBuf {
-    ragen_gym_starpo::trainer::model_path(&ragen_gym_starpo::Config::default_config())
+    ragen_gym_starpo::Config::default_config()
+        .model
+        .resolved_path()
 }

@@ -7,6 +7,7 @@
 
 pub mod cmd;
 pub mod error;
+pub mod report;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -1,10 +1,14 @@
-//! Advantage estimators and score normalisation (spec §4.4, §5.2, §5.3; verl `core_algos`).
+//! Advantages (`docs/ragen-semantics.md` §7; verl `verl/trainer/ppo/core_algos.py`): the
+//! estimators (GAE with whitening, GRPO), the KL penalty in the reward, and [`estimate`], which
+//! scores a batch with the actor, the reference and the critic and turns it into advantages and
+//! returns.
 //!
 //! Per-token arrays are indexed by *response position* `j` (predicting token `j + 1` of the
 //! sequence), length `L - 1` for a sequence of `L` tokens, like verl's `responses` tensors.
 
-use crate::config::{KlType, NormMethod};
-use crate::stats::{mean, std_unbiased};
+use crate::batch::TrainSample;
+use crate::config::{AdvEstimator, AlgorithmConfig, KlType};
+use crate::metrics::{Metrics, add_stats};
 
 /// GAE over every position of one sequence (verl `compute_gae_advantage_return`, as RAGEN v1 runs
 /// it: the recursion covers all positions, and the critic's values are multiplied by the mask, so
@@ -82,69 +86,16 @@ pub fn masked_whiten(advs: &mut [Vec<f32>], masks: &[Vec<f32>]) {
 /// `(R - mean_uid) / (std_uid + eps)` (or `R - mean_uid` without `norm_by_std`), with mean 0 and
 /// std 1 for a uid of one. RAGEN `ragen/trainer/agent_trainer.py::fit` gives **every trajectory
 /// its own uid** (`uuid4()` per row; the group normalisation is `agent_proxy.reward_normalization`,
-/// done before, here [`normalize_scores`]). So the advantage is `R / (1 + eps)` (`R` without
+/// done before, here [`crate::rewards::normalize_scores`]). So the advantage is `R / (1 + eps)` (`R` without
 /// `norm_by_std`): one env group scoring `[1, 0]` gives `[1 / (1 + 1e-6), 0]`, not
 /// `[0.707, -0.707]`. `eps` is 1e-6 in verl. The caller broadcasts the result over the
 /// trajectory's loss mask.
-///
-/// `_env_groups` (the trajectories' env groups) is deliberately not the uid; the parameter goes
-/// when the trainer's advantage step moves out of `trainer.rs` (#8).
-pub fn grpo_outcome(
-    scores: &[f64],
-    _env_groups: &[usize],
-    norm_by_std: bool,
-    eps: f64,
-) -> Vec<f64> {
+pub fn grpo_outcome(scores: &[f64], norm_by_std: bool, eps: f64) -> Vec<f64> {
     // A uid of one: mean 0, std 1.
     scores
         .iter()
         .map(|s| if norm_by_std { s / (1.0 + eps) } else { *s })
         .collect()
-}
-
-/// Score normalisation inside groups (spec §4.4, RAGEN `agent_proxy.reward_normalization`).
-/// `mean_std`: `(x - mean) / (std + 1e-6)` (unbiased); a group whose std is <= 1e-6 becomes 0.
-pub fn normalize_scores(scores: &[f64], groups: &[usize], method: NormMethod) -> Vec<f64> {
-    if method == NormMethod::Identity {
-        return scores.to_vec();
-    }
-    // RAGEN normalises only when there are fewer groups than samples (spec §4.4); with one
-    // sample per group every score would otherwise collapse to 0.
-    let distinct: std::collections::HashSet<usize> = groups.iter().copied().collect();
-    if distinct.len() >= scores.len() {
-        return scores.to_vec();
-    }
-    let stats = group_map(scores, groups, |g| (mean(g), std_unbiased(g)));
-    scores
-        .iter()
-        .zip(groups)
-        .map(|(x, g)| {
-            let (m, sd) = stats[g];
-            let z = if sd <= 1e-6 {
-                0.0
-            } else {
-                (x - m) / (sd + 1e-6)
-            };
-            match method {
-                NormMethod::Identity => *x,
-                NormMethod::Mean => x - m,
-                NormMethod::MeanStd => z,
-                NormMethod::AsymClip => z.clamp(-1.0, 3.0),
-            }
-        })
-        .collect()
-}
-
-fn group_map(
-    scores: &[f64],
-    groups: &[usize],
-    f: impl Fn(&[f64]) -> (f64, f64),
-) -> std::collections::HashMap<usize, (f64, f64)> {
-    let mut by: std::collections::HashMap<usize, Vec<f64>> = Default::default();
-    for (s, g) in scores.iter().zip(groups) {
-        by.entry(*g).or_default().push(*s);
-    }
-    by.into_iter().map(|(g, v)| (g, f(&v))).collect()
 }
 
 /// Per-token KL estimate between the actor and the reference (verl `kl_penalty`):
@@ -159,9 +110,179 @@ pub fn kl_estimate(logp: f32, ref_logp: f32, kind: KlType) -> f32 {
     }
 }
 
+/// The per-sample arrays of one update, each as long as its sample's `loss_mask`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Estimates {
+    /// Log-probs of the actor before the update (verl `old_log_probs`).
+    pub old_logp: Vec<Vec<f32>>,
+    /// Log-probs of the reference policy (empty without one).
+    pub ref_logp: Vec<Vec<f32>>,
+    /// The critic's values (empty without a critic).
+    pub values: Vec<Vec<f32>>,
+    /// Advantages.
+    pub advantages: Vec<Vec<f32>>,
+    /// Returns (the critic's targets).
+    pub returns: Vec<Vec<f32>>,
+}
+
+/// Token rewards, the KL penalty in the reward (when `use_kl_in_reward` and a reference exists),
+/// then GAE with whitening or GRPO. Returns `(advantages, returns)` and adds
+/// `critic/{advantages,returns,values}/{mean,max,min}` over the trained positions.
+pub fn advantages(
+    alg: &AlgorithmConfig,
+    samples: &[TrainSample],
+    old_logp: &[Vec<f32>],
+    ref_logp: &[Vec<f32>],
+    values: &[Vec<f32>],
+    m: &mut Metrics,
+) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let mut rewards: Vec<Vec<f32>> = samples.iter().map(|s| s.token_rewards.clone()).collect();
+    if alg.use_kl_in_reward && !ref_logp.is_empty() {
+        // verl `ray_trainer.py::apply_kl_penalty` with a fixed coefficient.
+        let coef = alg.kl_coef as f32;
+        for ((r, s), (o, rf)) in rewards
+            .iter_mut()
+            .zip(samples)
+            .zip(old_logp.iter().zip(ref_logp))
+        {
+            for j in 0..r.len() {
+                r[j] -= coef * kl_estimate(o[j], rf[j], alg.kl_penalty) * s.loss_mask[j];
+            }
+        }
+    }
+    let masks: Vec<Vec<f32>> = samples.iter().map(|s| s.loss_mask.clone()).collect();
+    let (adv, returns) = match alg.adv_estimator {
+        AdvEstimator::Gae => {
+            let (g, l) = (alg.gamma as f32, alg.lam as f32);
+            let (mut adv, mut ret) = (Vec::new(), Vec::new());
+            for ((r, v), mask) in rewards.iter().zip(values).zip(&masks) {
+                let (a, rt) = gae(r, v, mask, g, l);
+                adv.push(a);
+                ret.push(rt);
+            }
+            masked_whiten(&mut adv, &masks);
+            (adv, ret)
+        }
+        AdvEstimator::Grpo => {
+            let scores: Vec<f64> = rewards
+                .iter()
+                .map(|r| r.iter().map(|x| f64::from(*x)).sum())
+                .collect();
+            let a = grpo_outcome(&scores, alg.norm_adv_by_std_in_grpo, 1e-6);
+            let adv: Vec<Vec<f32>> = masks
+                .iter()
+                .zip(&a)
+                .map(|(mask, a)| mask.iter().map(|w| w * *a as f32).collect())
+                .collect();
+            (adv.clone(), adv)
+        }
+    };
+    let trained = |rows: &[Vec<f32>]| -> Vec<f64> {
+        rows.iter()
+            .zip(&masks)
+            .flat_map(|(r, mask)| {
+                r.iter()
+                    .zip(mask)
+                    .filter(|(_, w)| **w > 0.0)
+                    .map(|(x, _)| f64::from(*x))
+            })
+            .collect()
+    };
+    add_stats(m, "critic/advantages", &trained(&adv));
+    add_stats(m, "critic/returns", &trained(&returns));
+    if !values.is_empty() {
+        add_stats(m, "critic/values", &trained(values));
+    }
+    (adv, returns)
+}
+
+/// Mean of `rows` over the trained positions of `samples` (0 when none is trained).
+#[cfg(feature = "trainer")]
+fn masked_mean_rows(rows: &[Vec<f32>], samples: &[TrainSample]) -> f64 {
+    let (mut s, mut n) = (0.0f64, 0.0f64);
+    for (r, smp) in rows.iter().zip(samples) {
+        for (x, w) in r.iter().zip(&smp.loss_mask) {
+            s += f64::from(*x * *w);
+            n += f64::from(*w);
+        }
+    }
+    if n > 0.0 { s / n } else { 0.0 }
+}
+
+/// The models that score a batch before the update.
+#[cfg(feature = "trainer")]
+pub struct Scorers<'a> {
+    /// The actor as it is before the update.
+    pub actor: &'a ragen_gym_policy::LlamaModel,
+    /// The reference policy, if the run has one.
+    pub reference: Option<&'a ragen_gym_policy::LlamaModel>,
+    /// The critic, if the run has one (GAE).
+    pub critic: Option<&'a ragen_gym_policy::Critic>,
+    /// The padding token id.
+    pub pad_id: u32,
+}
+
+/// Score `samples` in micro-batches of `actor.micro_batch_size` (old log-probs, reference
+/// log-probs, values), then compute the advantages (`docs/ragen-semantics.md` §1 steps 4 and 5).
+/// Adds `rollout/old_log_prob`, `rollout/ref_log_prob`, `timing_s/old_log_prob`,
+/// `timing_s/adv` and the stats of [`advantages`]. `on_progress` gets the samples scored so far.
+#[cfg(feature = "trainer")]
+pub fn estimate(
+    cfg: &crate::config::Config,
+    scorers: &Scorers<'_>,
+    samples: &[TrainSample],
+    m: &mut Metrics,
+    on_progress: &mut dyn FnMut(usize),
+) -> ragen_gym_policy::Result<Estimates> {
+    use crate::batch::tensors::{rows_of, token_batch};
+    use ragen_gym_policy as pol;
+    let t = std::time::Instant::now();
+    let (mut old_logp, mut ref_logp, mut values) = (Vec::new(), Vec::new(), Vec::new());
+    for chunk in samples.chunks(cfg.actor.micro_batch_size) {
+        let refs: Vec<&TrainSample> = chunk.iter().collect();
+        let batch = token_batch(&refs, scorers.pad_id)?;
+        old_logp.extend(rows_of(
+            &pol::score(scorers.actor, &batch)?.logprobs,
+            &refs,
+        )?);
+        if let Some(r) = scorers.reference {
+            ref_logp.extend(rows_of(&pol::score(r, &batch)?.logprobs, &refs)?);
+        }
+        if let Some(c) = scorers.critic {
+            let v = c.values(&batch)?.detach();
+            values.extend(rows_of(&v.narrow(1, 0, batch.seq_len() - 1)?, &refs)?);
+        }
+        on_progress(old_logp.len());
+    }
+    m.insert("timing_s/old_log_prob".into(), t.elapsed().as_secs_f64());
+    m.insert(
+        "rollout/old_log_prob".into(),
+        masked_mean_rows(&old_logp, samples),
+    );
+    if !ref_logp.is_empty() {
+        m.insert(
+            "rollout/ref_log_prob".into(),
+            masked_mean_rows(&ref_logp, samples),
+        );
+    }
+    let t = std::time::Instant::now();
+    let (advantages, returns) =
+        advantages(&cfg.algorithm, samples, &old_logp, &ref_logp, &values, m);
+    m.insert("timing_s/adv".into(), t.elapsed().as_secs_f64());
+    Ok(Estimates {
+        old_logp,
+        ref_logp,
+        values,
+        advantages,
+        returns,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::NormMethod;
+    use crate::rewards::normalize_scores;
 
     #[test]
     fn gae_gamma_lam_one_is_return_minus_value() {
@@ -203,52 +324,61 @@ mod tests {
         // #9: RAGEN gives each trajectory its own uid, so verl sees groups of one (mean 0, std 1):
         // one env group scoring [1, 0] gives [1 / (1 + 1e-6), 0] = [0.999999000001, 0] (not the
         // within-group [0.707, -0.707]), and [1, 0] without the std division.
-        let a = grpo_outcome(&[1.0, 0.0], &[0, 0], true, 1e-6);
+        let a = grpo_outcome(&[1.0, 0.0], true, 1e-6);
         assert_eq!(a, vec![1.0 / 1.000001, 0.0]);
         assert!((a[0] - 0.999999000001).abs() < 1e-15);
-        assert_eq!(
-            grpo_outcome(&[1.0, 0.0], &[0, 0], false, 1e-6),
-            vec![1.0, 0.0]
-        );
+        assert_eq!(grpo_outcome(&[1.0, 0.0], false, 1e-6), vec![1.0, 0.0]);
         // With mean_std normalisation first (RAGEN's train_all.sh GRPO), a group [1, 0] becomes
         // +-0.5 / (sqrt(0.5) + 1e-6), and the estimator divides once more by 1 + 1e-6.
         let z = normalize_scores(&[1.0, 0.0, 3.0, 3.0], &[0, 0, 1, 1], NormMethod::MeanStd);
-        let a = grpo_outcome(&z, &[0, 0, 1, 1], true, 1e-6);
+        let a = grpo_outcome(&z, true, 1e-6);
         let s = 0.5f64.sqrt();
         assert!((a[0] - 0.5 / (s + 1e-6) / (1.0 + 1e-6)).abs() < 1e-12);
         assert!((a[1] + 0.5 / (s + 1e-6) / (1.0 + 1e-6)).abs() < 1e-12);
         assert_eq!(&a[2..], &[0.0, 0.0]);
     }
 
-    #[test]
-    fn constant_groups_normalise_to_exact_zero() {
-        // #9: eight scores of 10.7 have a computed std of ~1.9e-15 by the textbook formula;
-        // every method must see the group as constant (advantage exactly 0, not ~2e-9).
-        let mut s = vec![10.7; 8];
-        s.extend([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
-        let g: Vec<usize> = (0..16).map(|i| i / 8).collect();
-        for m in [NormMethod::Mean, NormMethod::MeanStd, NormMethod::AsymClip] {
-            let z = normalize_scores(&s, &g, m);
-            assert_eq!(&z[..8], &[0.0; 8], "{m:?}");
-            assert!(z[8] > 0.0, "{m:?}");
+    fn sample(rewards: Vec<f32>, mask: Vec<f32>) -> TrainSample {
+        TrainSample {
+            input_ids: vec![0; rewards.len() + 1],
+            loss_mask: mask,
+            token_rewards: rewards,
+            group: 0,
+            index: 0,
         }
     }
 
     #[test]
-    fn score_normalisation() {
-        let s = [1.0, 3.0, 2.0, 2.0];
-        let g = [0, 0, 1, 1];
-        let z = normalize_scores(&s, &g, NormMethod::MeanStd);
-        let sd = 2f64.sqrt();
-        assert!((z[0] + 1.0 / (sd + 1e-6)).abs() < 1e-12);
-        assert_eq!(z[2], 0.0);
-        assert_eq!(
-            normalize_scores(&s, &g, NormMethod::Mean),
-            vec![-1.0, 1.0, 0.0, 0.0]
-        );
-        let big = normalize_scores(&[0.0, 0.0, 0.0, 100.0], &[0; 4], NormMethod::AsymClip);
-        // mean 25, std 50: (100-25)/50 = 1.5 (kept), (0-25)/50 = -0.5
-        assert!((big[3] - 1.5).abs() < 1e-6 && (big[0] + 0.5).abs() < 1e-6);
+    fn kl_in_reward_then_grpo_by_hand() {
+        // Two samples of 3 positions, score on the last one. With k1 KL (logp - ref) = 0.5 on
+        // every trained position and kl_coef 0.2, each trained position loses 0.1:
+        // sample 0 (mask 0 1 1): 1 - 0.2 = 0.8; sample 1 (mask 1 1 1): 0 - 0.3 = -0.3.
+        let samples = [
+            sample(vec![0.0, 0.0, 1.0], vec![0.0, 1.0, 1.0]),
+            sample(vec![0.0, 0.0, 0.0], vec![1.0, 1.0, 1.0]),
+        ];
+        let old = vec![vec![-1.0; 3], vec![-2.0; 3]];
+        let reference = vec![vec![-1.5; 3], vec![-2.5; 3]];
+        let mut alg = crate::config::Config::default_config().algorithm;
+        alg.adv_estimator = AdvEstimator::Grpo;
+        alg.use_kl_in_reward = true;
+        alg.kl_coef = 0.2;
+        alg.kl_penalty = KlType::K1;
+        let mut m = Metrics::new();
+        let (adv, ret) = advantages(&alg, &samples, &old, &reference, &[], &mut m);
+        let a0 = (0.8f64 / (1.0 + 1e-6)) as f32;
+        let a1 = (-0.3f64 / (1.0 + 1e-6)) as f32;
+        assert!((adv[0][1] - a0).abs() < 1e-6 && adv[0][0] == 0.0, "{adv:?}");
+        assert!(adv[1].iter().all(|x| (x - a1).abs() < 1e-6), "{adv:?}");
+        assert_eq!(adv, ret);
+        // stats over the 5 trained positions: 2 x a0 and 3 x a1
+        let want = (2.0 * f64::from(a0) + 3.0 * f64::from(a1)) / 5.0;
+        assert!((m["critic/advantages/mean"] - want).abs() < 1e-6);
+        assert!(!m.contains_key("critic/values/mean"));
+        // without the flag the reference changes nothing
+        alg.use_kl_in_reward = false;
+        let (adv, _) = advantages(&alg, &samples, &old, &reference, &[], &mut m);
+        assert!((adv[0][2] - (1.0f64 / (1.0 + 1e-6)) as f32).abs() < 1e-6);
     }
 
     #[test]
@@ -257,19 +387,5 @@ mod tests {
         // k3 with ref - logp = -0.5: e^-0.5 + 0.5 - 1
         assert!((kl_estimate(-1.0, -1.5, KlType::K3) - ((-0.5f32).exp() - 0.5)).abs() < 1e-6);
         assert_eq!(kl_estimate(-2.0, -2.0, KlType::K3), 0.0);
-    }
-
-    #[test]
-    fn normalisation_is_skipped_with_one_sample_per_group() {
-        // Spec §4.4: normalise only when #groups < batch size; otherwise scores pass through.
-        let raw = [1.0, -0.2, 10.7];
-        for m in [NormMethod::Mean, NormMethod::MeanStd, NormMethod::AsymClip] {
-            assert_eq!(normalize_scores(&raw, &[0, 1, 2], m), raw.to_vec());
-        }
-        // Two groups of two: mean_std gives +-1/(1+1e-6 / s) per group.
-        let z = normalize_scores(&[0.0, 1.0, 5.0, 5.0], &[0, 0, 1, 1], NormMethod::MeanStd);
-        let s = (0.5f64).sqrt();
-        assert!((z[0] + 0.5 / (s + 1e-6)).abs() < 1e-12 && (z[1] - 0.5 / (s + 1e-6)).abs() < 1e-12);
-        assert_eq!(&z[2..], &[0.0, 0.0]);
     }
 }

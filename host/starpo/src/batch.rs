@@ -1,5 +1,7 @@
 //! Trajectories -> training samples: one token sequence per trajectory, the assistant-only loss
-//! mask and the token-level rewards (spec §4.4; RAGEN `ctx_manager.get_masks_and_scores`).
+//! mask and the token-level rewards (`docs/ragen-semantics.md` §5; RAGEN
+//! `ragen/llm_agent/ctx_manager.py::get_masks_and_scores`), and the padding of samples into
+//! tensors for the model.
 //!
 //! Positions: for a sequence of `L` tokens, response position `j` (0..L-1) predicts token `j+1`.
 //! A token is *assistant* when it lies in an assistant ChatML segment (from its `<|im_start|>` to
@@ -7,67 +9,12 @@
 //! trained when token `j` is an assistant token: the targets run from the `assistant` role token
 //! through the next `<|im_start|>`.
 
-use crate::context::{Message, PromptConfig, Role, chatml_segment, training_messages};
-use crate::rollout::turn_views;
+use crate::prompt::{PromptConfig, Role, Tokenize, TokenizeError, training_messages, turn_views};
 use ragen_gym_core::Trajectory;
-
-/// Messages -> token ids. Control tokens (`<|im_start|>`, `<|im_end|>`) are inserted by id;
-/// message bodies are encoded literally, so env text can never forge a control token.
-pub trait Tokenize {
-    /// Ids of one ChatML segment `<|im_start|>{role}\n{content}<|im_end|>\n`.
-    fn encode_message(&self, message: &Message) -> Result<Vec<u32>, String>;
-    /// Ids of `<|im_start|>assistant\n{forced}` (the generation prompt's tail).
-    fn encode_assistant_prefix(&self, forced: &str) -> Result<Vec<u32>, String>;
-    /// Ids of a whole generation prompt.
-    fn encode_prompt(&self, messages: &[Message], forced: &str) -> Result<Vec<u32>, String> {
-        let mut ids = Vec::new();
-        for m in messages {
-            ids.extend(self.encode_message(m)?);
-        }
-        ids.extend(self.encode_assistant_prefix(forced)?);
-        Ok(ids)
-    }
-}
-
-/// A [`Tokenize`] for tests and tools: one id per `char`, control tokens as ids 1 and 2.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CharTokenizer;
-
-impl CharTokenizer {
-    fn encode_text(text: &str) -> Vec<u32> {
-        let mut out = Vec::new();
-        let mut rest = text;
-        while !rest.is_empty() {
-            if let Some(r) = rest.strip_prefix("<|im_start|>") {
-                out.push(1);
-                rest = r;
-            } else if let Some(r) = rest.strip_prefix("<|im_end|>") {
-                out.push(2);
-                rest = r;
-            } else {
-                let c = rest.chars().next().expect("non-empty");
-                out.push(c as u32);
-                rest = &rest[c.len_utf8()..];
-            }
-        }
-        out
-    }
-}
-
-impl Tokenize for CharTokenizer {
-    fn encode_message(&self, message: &Message) -> Result<Vec<u32>, String> {
-        Ok(Self::encode_text(&chatml_segment(message)))
-    }
-    fn encode_assistant_prefix(&self, forced: &str) -> Result<Vec<u32>, String> {
-        Ok(Self::encode_text(&format!(
-            "<|im_start|>assistant\n{forced}"
-        )))
-    }
-}
 
 /// One training sequence.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub struct TrainSample {
     /// Token ids, length `L`.
     pub input_ids: Vec<u32>,
     /// Loss mask per response position, length `L - 1`.
@@ -81,7 +28,7 @@ pub struct Sample {
     pub index: usize,
 }
 
-impl Sample {
+impl TrainSample {
     /// Number of trained positions.
     pub fn response_tokens(&self) -> usize {
         self.loss_mask.iter().filter(|m| **m > 0.0).count()
@@ -100,11 +47,11 @@ pub fn build_sample(
     index: usize,
     score: f64,
     use_turn_scores: bool,
-) -> Result<Option<Sample>, String> {
+) -> Result<Option<TrainSample>, TokenizeError> {
     if traj.turns.is_empty() {
         return Ok(None);
     }
-    let messages = training_messages(prompt, &turn_views(traj));
+    let messages = training_messages(prompt, &turn_views(&traj.turns));
     let mut ids = Vec::new();
     let mut assistant = Vec::new();
     let mut ends = Vec::new();
@@ -136,7 +83,7 @@ pub fn build_sample(
     } else {
         token_rewards[l - 2] = score as f32;
     }
-    Ok(Some(Sample {
+    Ok(Some(TrainSample {
         input_ids: ids,
         loss_mask,
         token_rewards,
@@ -145,15 +92,84 @@ pub fn build_sample(
     }))
 }
 
+/// The training samples of one rollout: every trajectory of a `kept_groups` group that has a
+/// trained token, in rollout order. Also returns the response length (trained tokens) of every
+/// trajectory with a sample, kept or not, for `train/response_length`.
+pub fn build_batch(
+    tok: &dyn Tokenize,
+    prompt: &PromptConfig,
+    trajs: &[Trajectory],
+    scores: &[f64],
+    kept_groups: &[usize],
+    use_turn_scores: bool,
+) -> Result<(Vec<TrainSample>, Vec<f64>), TokenizeError> {
+    let mut samples = Vec::new();
+    let mut lens = Vec::new();
+    for (i, (t, score)) in trajs.iter().zip(scores).enumerate() {
+        if let Some(s) = build_sample(tok, prompt, t, i, *score, use_turn_scores)? {
+            lens.push(s.response_tokens() as f64);
+            if kept_groups.contains(&t.group) && s.response_tokens() > 0 {
+                samples.push(s);
+            }
+        }
+    }
+    Ok((samples, lens))
+}
+
+/// Samples as model input: right-padded token batches and per-position rows as tensors.
+#[cfg(feature = "trainer")]
+pub mod tensors {
+    use super::TrainSample;
+    use ragen_gym_policy::{self as pol, Device, Tensor};
+
+    /// Right-padded token batch of samples; the policy's loss mask marks token `t` when response
+    /// position `t - 1` is trained.
+    pub fn token_batch(samples: &[&TrainSample], pad_id: u32) -> pol::Result<pol::TokenBatch> {
+        let seqs: Vec<(Vec<u32>, Vec<u8>)> = samples
+            .iter()
+            .map(|s| {
+                let mut lm = vec![0u8];
+                lm.extend(s.loss_mask.iter().map(|m| u8::from(*m > 0.0)));
+                (s.input_ids.clone(), lm)
+            })
+            .collect();
+        pol::TokenBatch::right_padded(&seqs, pad_id)
+    }
+
+    /// Per-sample rows (one value per response position) as a zero-padded `[B, width]` tensor.
+    pub fn pad_rows(rows: &[&[f32]], width: usize, device: &Device) -> pol::Result<Tensor> {
+        let mut flat = Vec::with_capacity(rows.len() * width);
+        for r in rows {
+            flat.extend_from_slice(&r[..r.len().min(width)]);
+            flat.extend(std::iter::repeat_n(0.0, width.saturating_sub(r.len())));
+        }
+        Ok(Tensor::from_vec(flat, (rows.len(), width), device)?)
+    }
+
+    /// A `[B, T]` tensor back to per-sample rows, each cut to its sample's `L - 1` positions.
+    pub fn rows_of(t: &Tensor, samples: &[&TrainSample]) -> pol::Result<Vec<Vec<f32>>> {
+        let rows: Vec<Vec<f32>> = t.to_vec2()?;
+        Ok(rows
+            .into_iter()
+            .zip(samples)
+            .map(|(mut r, s)| {
+                r.truncate(s.loss_mask.len());
+                r
+            })
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::CharTokenizer;
     use ragen_gym_core::Turn;
 
     const CHAR_TOK: CharTokenizer = CharTokenizer;
 
     fn seg_lens(t: &Trajectory) -> (Vec<bool>, Vec<usize>) {
-        let msgs = training_messages(&prompt(), &turn_views(t));
+        let msgs = training_messages(&prompt(), &turn_views(&t.turns));
         (
             msgs.iter().map(|m| m.role == Role::Assistant).collect(),
             msgs.iter()

@@ -1,11 +1,12 @@
 //! The training configuration: RAGEN's keys and defaults, layered and strict.
 //!
-//! Layering (lowest first): the embedded `configs/default.toml` -> profile / preset / experiment
-//! files -> `RAGEN_<SECTION>__<KEY>` environment variables -> `--set section.key=value`
-//! overrides. Every layer is checked against the default file's keys, so an unknown key is an
-//! error that names the key and where it came from; the merged table is then deserialised with
-//! `deny_unknown_fields` (style §9).
+//! Layering (lowest first, [`ConfigBuilder::for_env`] and [`ConfigBuilder::user_layers`]): the
+//! embedded `configs/default.toml` -> the CPU profile -> the env's preset -> an experiment file ->
+//! `RAGEN_<SECTION>__<KEY>` environment variables -> `--set section.key=value` overrides. Every
+//! layer is checked against the default file's keys, so an unknown key is an error that names the
+//! key and where it came from; the merged table is then deserialised with `deny_unknown_fields`.
 
+use ragen_gym_core::EnvSpec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -14,7 +15,8 @@ pub const DEFAULT_TOML: &str = include_str!("../../../configs/default.toml");
 /// CPU profile, applied when no GPU is present (before the env preset).
 pub const CPU_PROFILE_TOML: &str = include_str!("../../../configs/cpu.toml");
 
-/// Built-in env presets (`configs/<name>.toml`), applied for built-in env names.
+/// Built-in env presets (`configs/<name>.toml`) by built-in env name. Callers pass the text to
+/// [`ConfigBuilder::for_env`]; the table moves to the built-ins registry (`host/builtins`, #8).
 pub fn env_preset(name: &str) -> Option<&'static str> {
     match name {
         "bandit" => Some(include_str!("../../../configs/bandit.toml")),
@@ -84,7 +86,7 @@ pub struct Config {
     pub algorithm: AlgorithmConfig,
     pub actor: ActorConfig,
     pub critic: CriticConfig,
-    pub model: ModelConfig,
+    pub model: ModelSection,
     pub env: EnvConfig,
 }
 
@@ -162,7 +164,7 @@ pub struct AgentProxyConfig {
     pub reward_normalization: RewardNormalization,
 }
 
-/// `[agent_proxy.reward_normalization]` (spec §4.4).
+/// `[agent_proxy.reward_normalization]` (`docs/ragen-semantics.md` §5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[expect(
@@ -222,7 +224,7 @@ pub struct RolloutConfig {
     pub rollout_filter_include_zero: bool,
 }
 
-/// Which end of the std ranking the StarPO-S filter keeps (spec §5.4).
+/// Which end of the std ranking the StarPO-S filter keeps (`docs/ragen-semantics.md` §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FilterType {
@@ -323,7 +325,7 @@ pub struct CriticConfig {
     missing_docs,
     reason = "each field is documented in configs/default.toml"
 )]
-pub struct ModelConfig {
+pub struct ModelSection {
     pub path: String,
     pub lora_rank: usize,
     pub lora_alpha: f64,
@@ -354,7 +356,64 @@ impl Default for ConfigBuilder {
     }
 }
 
+/// The hardware profile under the env preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// `configs/cpu.toml`: RAGEN's shapes scaled down for a few CPU cores.
+    Cpu,
+    /// RAGEN's own sizes (meant for a GPU).
+    Full,
+}
+
+/// A built-in env's config preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvPreset<'a> {
+    /// The env's name, used in error messages (`the sokoban preset`).
+    pub name: &'a str,
+    /// The preset's TOML text.
+    pub toml: &'a str,
+}
+
 impl ConfigBuilder {
+    /// The base layers of a run, the same for `train` and `eval`: the embedded default, the CPU
+    /// profile (with [`Profile::Cpu`]), then the env's preset when it has one. Add the user's
+    /// layers with [`ConfigBuilder::user_layers`].
+    pub fn for_env(preset: Option<EnvPreset<'_>>, profile: Profile) -> Result<Self, ConfigError> {
+        let mut b = Self::new();
+        if profile == Profile::Cpu {
+            b = b.layer_str(CPU_PROFILE_TOML, "the CPU profile (configs/cpu.toml)")?;
+        }
+        if let Some(p) = preset {
+            b = b.layer_str(p.toml, &format!("the {} preset", p.name))?;
+        }
+        Ok(b)
+    }
+
+    /// The user's layers, in order: an experiment `file`, `RAGEN_<SECTION>__<KEY>` variables
+    /// (`vars`, usually `std::env::vars()`), then `--set key=value` arguments.
+    pub fn user_layers(
+        self,
+        file: Option<&Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        overrides: &[String],
+    ) -> Result<Self, ConfigError> {
+        let mut b = match file {
+            Some(f) => self.layer_file(f)?,
+            None => self,
+        };
+        b = b.layer_env(vars)?;
+        for o in overrides {
+            b = b.layer_override(o)?;
+        }
+        Ok(b)
+    }
+
+    /// Set a string key to `value` verbatim (no TOML parsing, so quotes and backslashes in it
+    /// are safe); `source_name` names the layer in errors.
+    pub fn set_str(self, key: &str, value: &str, source_name: &str) -> Result<Self, ConfigError> {
+        self.set_value(key, toml::Value::String(value.to_string()), source_name)
+    }
+
     /// Start from the embedded default.
     pub fn new() -> Self {
         let table: toml::Table = DEFAULT_TOML.parse().expect("embedded default.toml parses");
@@ -422,13 +481,22 @@ impl ConfigBuilder {
         self.set(key, value.trim(), &format!("--set {arg}"))
     }
 
-    fn set(mut self, key: &str, raw: &str, source_name: &str) -> Result<Self, ConfigError> {
+    fn set(self, key: &str, raw: &str, source_name: &str) -> Result<Self, ConfigError> {
         // A value is parsed as TOML (numbers, booleans, quoted strings); anything else is a string.
         let value = format!("v = {raw}")
             .parse::<toml::Table>()
             .ok()
             .and_then(|mut t| t.remove("v"))
             .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        self.set_value(key, value, source_name)
+    }
+
+    fn set_value(
+        mut self,
+        key: &str,
+        value: toml::Value,
+        source_name: &str,
+    ) -> Result<Self, ConfigError> {
         let parts: Vec<&str> = key.split('.').collect();
         let mut known = &self.known;
         for (i, part) in parts.iter().enumerate() {
@@ -519,7 +587,7 @@ impl Config {
         toml::to_string_pretty(self).expect("config serialises")
     }
 
-    /// Cross-field checks (RAGEN `train.py` assertions, spec §5.1).
+    /// Cross-field checks (RAGEN `train.py::add_dependency_and_validate_config` assertions).
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |message: String| Err(ConfigError::Invalid { message });
         let t = &self.es_manager.train;
@@ -571,6 +639,65 @@ impl Config {
     /// Number of training trajectories per iteration.
     pub fn train_batch_size(&self) -> usize {
         self.es_manager.train.env_groups * self.es_manager.train.group_size
+    }
+
+    /// Number of validation trajectories.
+    pub fn val_batch_size(&self) -> usize {
+        self.es_manager.val.env_groups * self.es_manager.val.group_size
+    }
+
+    /// Env instances alive at once in a run: one per training and one per validation
+    /// trajectory, plus [`Config::REPLACEMENT_SLACK`] for instances being replaced after a trap.
+    /// The sandbox's instance pool is sized from this.
+    pub fn live_env_instances(&self) -> usize {
+        self.train_batch_size() + self.val_batch_size() + Self::REPLACEMENT_SLACK
+    }
+
+    /// Spare env instances for the ones a trap replaces while the old one is being dropped.
+    pub const REPLACEMENT_SLACK: usize = 16;
+
+    /// The action budget per trajectory: `agent_proxy.max_actions_per_traj`, or the env's
+    /// `max_episode_steps` when that is 0.
+    pub fn max_actions_per_traj(&self, spec: &EnvSpec) -> usize {
+        match self.agent_proxy.max_actions_per_traj {
+            0 => spec.max_episode_steps as usize,
+            n => n,
+        }
+    }
+
+    /// The metric tag: `env.tag`, else the name part of the env id (`ragen/Sokoban-v0` ->
+    /// `Sokoban`).
+    pub fn env_tag(&self, spec: &EnvSpec) -> String {
+        if !self.env.tag.is_empty() {
+            return self.env.tag.clone();
+        }
+        let name = spec.id.rsplit('/').next().unwrap_or(&spec.id);
+        name.rsplit_once("-v").map_or(name, |(n, _)| n).to_string()
+    }
+}
+
+#[cfg(feature = "trainer")]
+impl ModelSection {
+    /// `model.path` as a path: `default` is the cached SmolLM2-135M-Instruct.
+    pub fn resolved_path(&self) -> std::path::PathBuf {
+        if self.path == "default" {
+            ragen_gym_policy::default_model_path()
+        } else {
+            std::path::PathBuf::from(&self.path)
+        }
+    }
+
+    /// What the actor and critic train: everything (`lora_rank = 0`) or LoRA adapters.
+    pub fn trainable(&self) -> ragen_gym_policy::Trainable {
+        if self.lora_rank == 0 {
+            ragen_gym_policy::Trainable::Full
+        } else {
+            ragen_gym_policy::Trainable::Lora(ragen_gym_policy::LoraConfig {
+                rank: self.lora_rank,
+                alpha: self.lora_alpha,
+                ..ragen_gym_policy::LoraConfig::default()
+            })
+        }
     }
 }
 
@@ -636,6 +763,46 @@ mod tests {
         assert_eq!(c.rollout.rollout_filter_ratio, 1.0);
         assert_eq!(c.algorithm.adv_estimator, AdvEstimator::Grpo);
         assert_eq!(c.env.config, "{\"a\":1}");
+    }
+
+    #[test]
+    fn for_env_and_user_layers_follow_the_recipe() {
+        let preset = EnvPreset {
+            name: "bandit",
+            toml: env_preset("bandit").unwrap(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("exp.toml");
+        std::fs::write(&file, "[actor]\nppo_epochs = 3\nclip_ratio_high = 0.25\n").unwrap();
+        let c = ConfigBuilder::for_env(Some(preset), Profile::Cpu)
+            .unwrap()
+            .user_layers(
+                Some(&file),
+                [("RAGEN_ACTOR__PPO_EPOCHS".to_string(), "4".to_string())],
+                &["actor.clip_ratio_high=0.3".to_string()],
+            )
+            .unwrap()
+            .set_str("env.config", r#"{"name": "it's \"quoted\""}"#, "--config")
+            .unwrap()
+            .build()
+            .unwrap();
+        // the CPU profile and the preset are below, the file below the variable, --set on top
+        let cpu = ConfigBuilder::new()
+            .layer_str(CPU_PROFILE_TOML, "cpu")
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(c.es_manager.train, cpu.es_manager.train);
+        assert_eq!(c.agent_proxy.max_turn, 1, "the bandit preset");
+        assert_eq!(c.actor.ppo_epochs, 4);
+        assert_eq!(c.actor.clip_ratio_high, 0.3);
+        assert_eq!(c.env.config, r#"{"name": "it's \"quoted\""}"#);
+        let full = ConfigBuilder::for_env(None, Profile::Full)
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(full, Config::default_config());
+        assert_eq!(full.live_env_instances(), 128 + 256 + 16);
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! The StarPO-S rollout filter (paper §4.3; spec §5.4; RAGEN `agent_trainer._filter_rollout`,
+//! The StarPO-S rollout filter (paper §4.3; `docs/ragen-semantics.md` §6; RAGEN
+//! `ragen/trainer/agent_trainer.py::_filter_rollout`,
 //! RAGEN-2 `rollout_filter.py`).
 
-use crate::config::{FilterStrategy, FilterType};
+use crate::config::{Config, FilterStrategy, FilterType};
+use crate::metrics::Metrics;
 use crate::stats::{mean, std_unbiased};
 
 /// In-group statistics of one env group.
@@ -24,7 +26,7 @@ pub struct FilterOutcome {
     /// Stats of every group.
     pub all: Vec<GroupStats>,
     /// `rollout/in_group_{std,max,mean}` and `rollout/chosen_in_group_{std,max,mean}`.
-    pub metrics: Vec<(String, f64)>,
+    pub metrics: Metrics,
 }
 
 /// Filter settings.
@@ -40,6 +42,20 @@ pub struct FilterParams {
     pub top_p: f64,
     /// Top-p: whether zero-std groups may be kept.
     pub include_zero: bool,
+}
+
+impl FilterParams {
+    /// The filter settings of the `[rollout]` section (`rollout_filter_value` is top-p's `p`).
+    pub fn from_config(cfg: &Config) -> Self {
+        let r = &cfg.rollout;
+        Self {
+            ratio: r.rollout_filter_ratio,
+            kind: r.rollout_filter_type,
+            strategy: r.rollout_filter_strategy,
+            top_p: r.rollout_filter_value,
+            include_zero: r.rollout_filter_include_zero,
+        }
+    }
 }
 
 /// Per-group stats of `scores` laid out group-major (`scores[g * group_size + i]`).
@@ -105,7 +121,7 @@ pub fn filter_groups(scores: &[f64], group_size: usize, p: &FilterParams) -> Fil
         }
     };
     let chosen: Vec<GroupStats> = kept_groups.iter().map(|&g| all[g]).collect();
-    let metrics = vec![
+    let metrics = Metrics::from([
         ("rollout/in_group_std".to_string(), avg(&all, |s| s.std)),
         ("rollout/in_group_max".to_string(), avg(&all, |s| s.max)),
         ("rollout/in_group_mean".to_string(), avg(&all, |s| s.mean)),
@@ -121,7 +137,7 @@ pub fn filter_groups(scores: &[f64], group_size: usize, p: &FilterParams) -> Fil
             "rollout/chosen_in_group_mean".to_string(),
             avg(&chosen, |s| s.mean),
         ),
-    ];
+    ]);
     FilterOutcome {
         kept_groups,
         all,
@@ -152,7 +168,7 @@ mod tests {
         assert_eq!(out.kept_groups, vec![2, 1]);
         let s2 = std::f64::consts::SQRT_2;
         assert!((out.all[2].std - 2.0 / s2).abs() < 1e-12);
-        let m: std::collections::HashMap<_, _> = out.metrics.into_iter().collect();
+        let m = out.metrics;
         assert!(
             (m["rollout/in_group_std"] - (0.0 + 1.0 / s2 + 2.0 / s2 + 0.5 / s2) / 4.0).abs()
                 < 1e-12

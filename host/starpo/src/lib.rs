@@ -1,11 +1,17 @@
 //! # ragen-gym-starpo: StarPO / StarPO-S multi-turn RL
 //!
-//! Rollout (env state manager, context manager, parser), rewards, the StarPO-S filter,
-//! advantages (GAE, GRPO), PPO losses, and the training loop with validation, metrics and
-//! checkpoints. Semantics follow RAGEN v1 (arXiv 2504.20073; `shared/spec/ragen.md`).
+//! The pipeline of one training iteration, one module per stage, in order: [`rollout`] (env
+//! state manager) with [`prompt`] (the context manager: layout, parser, tokenizer interface),
+//! [`rewards`] (reward functions, score normalisation), [`filter`] (StarPO-S), [`batch`]
+//! (training sequences and masks), [`advantages`] (log-probs, GAE / GRPO), [`losses`] and
+//! [`update`] (PPO), [`validate`]; [`trainer`] runs them and emits [`events`]. Semantics follow
+//! RAGEN v1 (arXiv 2504.20073), summarised in `docs/ragen-semantics.md`.
+//!
+//! The `trainer` feature (default) adds everything that needs the candle policy; the rest
+//! builds without candle.
 //!
 //! ```
-//! use ragen_gym_starpo::parse::parse_response;
+//! use ragen_gym_starpo::prompt::parse_response;
 //! let p = parse_response("<think>go</think><answer>Up || Left</answer>", true, "||", 5);
 //! assert_eq!(p.actions, vec!["Up", "Left"]);
 //! ```
@@ -14,27 +20,44 @@
 pub mod advantages;
 pub mod batch;
 pub mod config;
-pub mod context;
+#[cfg(feature = "trainer")]
+pub mod error;
 pub mod events;
 pub mod filter;
+#[cfg(feature = "trainer")]
 pub mod losses;
 pub mod metrics;
-pub mod parse;
+#[cfg(feature = "trainer")]
+pub mod models;
 #[cfg(feature = "trainer")]
 pub mod policy_adapter;
+pub mod prompt;
 pub mod pyfloat;
+pub mod rewards;
 pub mod rollout;
 pub mod run_dir;
+pub mod seeds;
 pub mod stats;
 #[cfg(feature = "trainer")]
 pub mod trainer;
+#[cfg(feature = "trainer")]
+pub mod update;
+#[cfg(feature = "trainer")]
+pub mod validate;
 
-pub use batch::{CharTokenizer, Sample, Tokenize, build_sample};
-pub use config::{Config, ConfigBuilder, ConfigError};
-pub use events::{Phase, TrainEvent};
+pub use batch::{TrainSample, build_sample};
+pub use config::{Config, ConfigBuilder, ConfigError, EnvPreset, Profile};
+#[cfg(feature = "trainer")]
+pub use error::TrainError;
+pub use events::{Phase, ReportError, Reporter, Silent, Split, TrainEvent};
 pub use filter::{FilterOutcome, FilterParams, filter_groups};
 pub use metrics::Metrics;
-pub use rollout::{EnvPool, Generator, RolloutParams, SamplingParams, rollout};
-pub use run_dir::RunDir;
+pub use prompt::{CharTokenizer, Tokenize, TokenizeError};
+pub use rollout::{
+    EnvFactory, EnvPool, GenerateError, GenerationParams, Generator, RolloutParams, rollout,
+};
+pub use run_dir::{RunDir, RunInfo, TrainerState};
 #[cfg(feature = "trainer")]
-pub use trainer::{EnvFactory, EvalResult, TrainError, TrainSetup, Trainer, evaluate};
+pub use trainer::{TrainSetup, Trainer};
+#[cfg(feature = "trainer")]
+pub use validate::{EvalResult, evaluate};

@@ -1,18 +1,19 @@
-//! PPO actor and critic losses on candle tensors (spec §5.2; verl `core_algos`
-//! `compute_policy_loss`, `compute_value_loss`, `kl_penalty`, `agg_loss` with `token-mean`).
+//! PPO actor and critic losses on candle tensors (`docs/ragen-semantics.md` §7; verl
+//! `verl/trainer/ppo/core_algos.py::{compute_policy_loss, compute_value_loss, kl_penalty,
+//! agg_loss}` with `token-mean`).
 //!
 //! All inputs are `f32` tensors of the same shape (`[batch, positions]` or flat), where a position
 //! is a response position (predicting the next token) and `mask` is 1 on assistant targets.
 //! The returned loss tensors keep the autograd graph of `logp` / `entropy` / `vpred`.
 
 use crate::config::KlType;
-use candle_core::{Result, Tensor};
+use ragen_gym_policy::{Result, Tensor};
 
 /// Token-mean over the mask: `sum(x * mask) / (sum(mask) + 1e-8)` (verl `masked_mean`).
 pub fn masked_mean(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
     let num = (x * mask)?.sum_all()?;
     let den = (mask.sum_all()? + 1e-8)?;
-    num / den
+    Ok((num / den)?)
 }
 
 /// Clip settings of the PPO policy loss.
@@ -76,10 +77,10 @@ pub fn policy_loss(
 /// `exp(ref - logp) - (ref - logp) - 1` clamped to [-10, 10] (verl `kl_penalty`, "low_var_kl").
 pub fn kl_tensor(logp: &Tensor, ref_logp: &Tensor, kind: KlType) -> Result<Tensor> {
     match kind {
-        KlType::K1 => logp - ref_logp,
+        KlType::K1 => Ok((logp - ref_logp)?),
         KlType::K3 => {
             let kl = (ref_logp - logp)?;
-            ((kl.exp()? - &kl)? - 1.0)?.clamp(-10f32, 10f32)
+            Ok(((kl.exp()? - &kl)? - 1.0)?.clamp(-10f32, 10f32)?)
         }
     }
 }
@@ -117,7 +118,7 @@ pub fn value_loss(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::{Device, Var};
+    use ragen_gym_policy::{Device, Var};
 
     fn t(v: &[f32]) -> Tensor {
         Tensor::new(v, &Device::Cpu).unwrap()

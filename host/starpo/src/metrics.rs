@@ -1,5 +1,5 @@
-//! RAGEN's rollout metrics (spec §6.2; `es_manager.get_rollout_states`), computed from finished
-//! trajectories. Names are `{prefix}/{tag}/success` etc. with `prefix` = `train` or `val-env`.
+//! RAGEN's rollout metrics (`docs/ragen-semantics.md` §9; RAGEN
+//! `ragen/llm_agent/es_manager.py::get_rollout_states`), computed from finished trajectories. Names are `{prefix}/{tag}/success` etc. with `prefix` = `train` or `val-env`.
 
 use ragen_gym_core::Trajectory;
 use std::collections::BTreeMap;

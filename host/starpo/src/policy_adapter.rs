@@ -1,9 +1,15 @@
 //! The candle policy as the rollout's [`Generator`] and [`Tokenize`].
 
-use crate::batch::Tokenize;
-use crate::context::{Message, Role};
-use crate::rollout::{Generator, SamplingParams};
+use crate::prompt::{Message, Role, Tokenize, TokenizeError};
+use crate::rollout::{GenerateError, GenerationParams, Generator};
 use ragen_gym_policy as pol;
+
+fn tokenize_error(what: &'static str) -> impl FnOnce(pol::PolicyError) -> TokenizeError {
+    move |e| TokenizeError {
+        what,
+        source: Box::new(e),
+    }
+}
 
 /// Tokenizer adapter: ChatML segments with control tokens inserted by id.
 pub struct PolicyTokenizer<'a>(pub &'a pol::Tokenizer);
@@ -17,15 +23,22 @@ fn to_policy_message(m: &Message) -> pol::Message {
 }
 
 impl Tokenize for PolicyTokenizer<'_> {
-    fn encode_message(&self, message: &Message) -> Result<Vec<u32>, String> {
+    fn encode_message(&self, message: &Message) -> Result<Vec<u32>, TokenizeError> {
         self.0
             .encode_chat(&[to_policy_message(message)], false)
-            .map_err(|e| e.to_string())
+            .map_err(tokenize_error("a chat message"))
     }
 
-    fn encode_assistant_prefix(&self, forced: &str) -> Result<Vec<u32>, String> {
-        let mut ids = self.0.encode_chat(&[], true).map_err(|e| e.to_string())?;
-        ids.extend(self.0.encode(forced).map_err(|e| e.to_string())?);
+    fn encode_assistant_prefix(&self, forced: &str) -> Result<Vec<u32>, TokenizeError> {
+        let mut ids = self
+            .0
+            .encode_chat(&[], true)
+            .map_err(tokenize_error("the assistant header"))?;
+        ids.extend(
+            self.0
+                .encode(forced)
+                .map_err(tokenize_error("the forced prefix"))?,
+        );
         Ok(ids)
     }
 }
@@ -46,8 +59,8 @@ impl Generator for PolicyGenerator<'_> {
     fn generate(
         &mut self,
         prompts: &[Vec<u32>],
-        p: &SamplingParams,
-    ) -> Result<Vec<String>, String> {
+        p: &GenerationParams,
+    ) -> Result<Vec<String>, GenerateError> {
         let params = pol::SamplingParams {
             temperature: p.temperature,
             top_p: p.top_p,
@@ -60,8 +73,12 @@ impl Generator for PolicyGenerator<'_> {
             },
             seed: p.seed,
         };
-        let out = pol::sample(&self.model, self.tokenizer.0, prompts, &params)
-            .map_err(|e| e.to_string())?;
+        let out = pol::sample(&self.model, self.tokenizer.0, prompts, &params).map_err(|e| {
+            GenerateError {
+                prompts: prompts.len(),
+                source: Box::new(e),
+            }
+        })?;
         Ok(out.into_iter().map(|s| s.text).collect())
     }
 }

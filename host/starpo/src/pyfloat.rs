@@ -1,5 +1,5 @@
-//! Python's `repr(float)`, used for the `Reward:` lines of the prompt (spec §4.1: RAGEN prints
-//! rewards with `str(float)`, e.g. `-0.1`, `10.7`, `-0.30000000000000004`, `1.0`).
+//! Python's `repr(float)`, used for the `Reward:` lines of the prompt (`docs/ragen-semantics.md` §3:
+//! RAGEN prints rewards with `str(float)`, e.g. `-0.1`, `10.7`, `-0.30000000000000004`, `1.0`).
 
 /// Format `x` like Python's `repr(x)`: the shortest round-trip digits, `.0` for integral values,
 /// scientific notation when the decimal exponent is below -4 or at least 16, `inf`/`nan`.

@@ -1,18 +1,21 @@
-//! The env state manager and the multi-turn rollout (spec §1.3, §2, §4; RAGEN `es_manager`,
-//! `agent_proxy.rollout`).
+//! The env state manager and the multi-turn rollout (`docs/ragen-semantics.md` §1 and §2; RAGEN
+//! `ragen/llm_agent/es_manager.py`, `ragen/llm_agent/agent_proxy.py::LLMAgentProxy.rollout`).
 //!
 //! `env_groups x group_size` envs; group members reset with the same seed. Each turn the prompts
 //! of all active envs are sampled in batches, the answers parsed, and the envs stepped in
 //! parallel; finished envs leave the batch. A plugin trap or env error ends only that trajectory.
 
-use crate::batch::Tokenize;
-use crate::context::{PromptConfig, TurnView, build_messages, forced_prefix};
-use crate::parse::{map_actions, parse_response};
-use ragen_gym_core::{Env, EnvSpec, Trajectory, Turn};
+use crate::config::Config;
+use crate::prompt::{
+    ParsedResponse, PromptConfig, Tokenize, TokenizeError, TurnView, build_messages, forced_prefix,
+    map_actions, parse_response, turn_views,
+};
+use crate::seeds::generation_call_seed;
+use ragen_gym_core::{Env, EnvCallError, EnvSpec, Trajectory, Turn};
 
-/// Sampling settings for one generation call.
+/// Settings of one generation call.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SamplingParams {
+pub struct GenerationParams {
     /// Softmax temperature (0 = greedy).
     pub temperature: f64,
     /// Nucleus mass (1 = off).
@@ -25,6 +28,17 @@ pub struct SamplingParams {
     pub stop_at_answer: bool,
 }
 
+/// Why a generator failed.
+#[derive(Debug, thiserror::Error)]
+#[error("sample {prompts} completions")]
+pub struct GenerateError {
+    /// Prompts in the failed call.
+    pub prompts: usize,
+    /// The model's own error.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
 /// The language model as the rollout sees it.
 pub trait Generator {
     /// Its tokenizer (prompts are encoded with it).
@@ -34,19 +48,19 @@ pub trait Generator {
     fn generate(
         &mut self,
         prompts: &[Vec<u32>],
-        params: &SamplingParams,
-    ) -> Result<Vec<String>, String>;
+        params: &GenerationParams,
+    ) -> Result<Vec<String>, GenerateError>;
 }
 
 /// Why a rollout failed as a whole (env failures only end their trajectory).
 #[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
+    /// A prompt could not be encoded.
+    #[error("encode a prompt")]
+    Tokenize(#[from] TokenizeError),
     /// The generator failed.
-    #[error("generation failed: {message}")]
-    Generate {
-        /// Its message.
-        message: String,
-    },
+    #[error(transparent)]
+    Generate(#[from] GenerateError),
 }
 
 /// Rollout settings (from the config and the env spec).
@@ -69,9 +83,34 @@ pub struct RolloutParams {
     /// Prompts per generation call.
     pub generation_batch_size: usize,
     /// Sampling temperature, top-p, max new tokens; `seed` is the base seed of this rollout.
-    pub sampling: SamplingParams,
+    pub sampling: GenerationParams,
     /// Metric tag.
     pub tag: String,
+}
+
+impl RolloutParams {
+    /// The settings of a rollout of a run on an env with `spec`, sampled at `temperature` with
+    /// the rollout's sampler seed `seed`.
+    pub fn from_config(cfg: &Config, spec: &EnvSpec, temperature: f64, seed: u64) -> Self {
+        Self {
+            prompt: PromptConfig::from_config(cfg, spec),
+            max_turn: cfg.agent_proxy.max_turn,
+            max_actions_per_turn: cfg.agent_proxy.max_actions_per_turn,
+            max_actions_per_traj: cfg.max_actions_per_traj(spec),
+            action_sep: cfg.agent_proxy.action_sep.clone(),
+            format_penalty: cfg.es_manager.format_penalty,
+            max_model_len: cfg.rollout.max_model_len,
+            generation_batch_size: cfg.rollout.generation_batch_size,
+            sampling: GenerationParams {
+                temperature,
+                top_p: cfg.rollout.top_p,
+                max_new_tokens: cfg.rollout.response_length,
+                seed,
+                stop_at_answer: cfg.rollout.stop_at_answer,
+            },
+            tag: cfg.env_tag(spec),
+        }
+    }
 }
 
 /// A progress report from inside a rollout.
@@ -91,7 +130,16 @@ pub struct EnvPool {
     spec: EnvSpec,
 }
 
+/// Builds one env instance (a sandboxed plugin or a native env).
+pub type EnvFactory = Box<dyn Fn() -> Result<Box<dyn Env>, EnvCallError>>;
+
 impl EnvPool {
+    /// `n` fresh instances from `make_env`.
+    pub fn from_factory(make_env: &EnvFactory, n: usize) -> Result<Self, EnvCallError> {
+        let envs = (0..n).map(|_| make_env()).collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::new(envs))
+    }
+
     /// Wrap `n` env instances (one per trajectory). Panics if `envs` is empty.
     pub fn new(envs: Vec<Box<dyn Env>>) -> Self {
         let spec = envs
@@ -118,14 +166,6 @@ impl EnvPool {
     }
 }
 
-/// Seeds of a batch, group-major: group `g` gets `base + g`; training uses
-/// `base = seed.train + env_groups * iteration` (spec §12.8), validation `base = seed.val`.
-pub fn group_seeds(base: u64, env_groups: usize, group_size: usize) -> Vec<(usize, u64)> {
-    (0..env_groups)
-        .flat_map(|g| std::iter::repeat_n((g, base + g as u64), group_size))
-        .collect()
-}
-
 struct Episode {
     group: usize,
     seed: u64,
@@ -142,20 +182,7 @@ struct Episode {
 
 impl Episode {
     fn views(&self, max_actions_per_traj: usize) -> Vec<TurnView> {
-        let mut v: Vec<TurnView> = self
-            .turns
-            .iter()
-            .map(|t| TurnView {
-                state: t.observation.clone(),
-                actions_left: t.actions_left,
-                response: Some(t.response.clone()),
-                reward: Some(if t.actions.is_empty() {
-                    None
-                } else {
-                    Some(t.env_reward)
-                }),
-            })
-            .collect();
+        let mut v = turn_views(&self.turns);
         let actions_left = max_actions_per_traj.saturating_sub(self.num_actions);
         v.push(TurnView {
             state: self.state.clone(),
@@ -173,23 +200,6 @@ impl Episode {
         self.success = false;
         self.end_reason = Some(reason);
     }
-}
-
-/// Views of a finished trajectory's turns (for the training sequence).
-pub fn turn_views(t: &Trajectory) -> Vec<TurnView> {
-    t.turns
-        .iter()
-        .map(|x| TurnView {
-            state: x.observation.clone(),
-            actions_left: x.actions_left,
-            response: Some(x.response.clone()),
-            reward: Some(if x.actions.is_empty() {
-                None
-            } else {
-                Some(x.env_reward)
-            }),
-        })
-        .collect()
 }
 
 fn run_parallel<T: Send>(items: &mut [T], f: impl Fn(&mut T) + Sync) {
@@ -260,8 +270,7 @@ pub fn rollout(
             let messages = build_messages(&p.prompt, &ep.views(p.max_actions_per_traj));
             let prompt = generator
                 .tokenizer()
-                .encode_prompt(&messages, forced_prefix(p.prompt.enable_think))
-                .map_err(|message| RolloutError::Generate { message })?;
+                .encode_prompt(&messages, forced_prefix(p.prompt.enable_think))?;
             let n = prompt.len();
             if n > p.max_model_len {
                 ep.end(format!(
@@ -278,17 +287,11 @@ pub fn rollout(
         }
         let mut texts = Vec::with_capacity(prompts.len());
         for (c, chunk) in prompts.chunks(p.generation_batch_size.max(1)).enumerate() {
-            let params = SamplingParams {
-                seed: p
-                    .sampling
-                    .seed
-                    .wrapping_mul(1_000_003)
-                    .wrapping_add((turn * 10_007 + c) as u64),
+            let params = GenerationParams {
+                seed: generation_call_seed(p.sampling.seed, turn, c),
                 ..p.sampling
             };
-            let out = generator
-                .generate(chunk, &params)
-                .map_err(|message| RolloutError::Generate { message })?;
+            let out = generator.generate(chunk, &params)?;
             texts.extend(out);
             on_progress(RolloutProgress {
                 turn,
@@ -296,7 +299,7 @@ pub fn rollout(
                 active: active.len(),
             });
         }
-        let mut plans: Vec<Option<(String, crate::parse::ParsedResponse)>> = vec![None; eps.len()];
+        let mut plans: Vec<Option<(String, ParsedResponse)>> = vec![None; eps.len()];
         for (&i, text) in active.iter().zip(texts) {
             let full = format!("{}{}", forced_prefix(p.prompt.enable_think), text);
             let parsed = parse_response(
@@ -340,7 +343,7 @@ pub fn rollout(
                         t.env_reward += r.reward;
                         t.action_is_effective |= r.action_is_effective;
                         // The env's own verdict counts too (text-action envs such as WebShop
-                        // judge validity themselves; spec §2 `action_is_valid`).
+                        // judge validity themselves; `docs/ragen-semantics.md` §2).
                         t.action_is_valid &= r.action_is_valid;
                         t.info = r.info;
                         ep.state = r.observation;
@@ -390,6 +393,7 @@ pub fn rollout(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::CharTokenizer;
     use ragen_gym_core::{EnvCallError, PluginFailure, PluginFailureKind, ResetResult, StepResult};
 
     /// Counter env: `Inc` adds 1 (reward 1), done with success at 2; `Stop` ends without success.
@@ -466,23 +470,15 @@ mod tests {
 
     impl Generator for Scripted {
         fn tokenizer(&self) -> &dyn Tokenize {
-            &crate::batch::CharTokenizer
+            &CharTokenizer
         }
         fn generate(
             &mut self,
             prompts: &[Vec<u32>],
-            _: &SamplingParams,
-        ) -> Result<Vec<String>, String> {
+            _: &GenerationParams,
+        ) -> Result<Vec<String>, GenerateError> {
             for p in prompts {
-                let text: String = p
-                    .iter()
-                    .map(|&c| match c {
-                        1 => "<|im_start|>".to_string(),
-                        2 => "<|im_end|>".to_string(),
-                        c => char::from_u32(c).unwrap().to_string(),
-                    })
-                    .collect();
-                self.prompts.push(text);
+                self.prompts.push(CharTokenizer::decode(p));
             }
             Ok(prompts.iter().map(|_| self.answer.clone()).collect())
         }
@@ -504,7 +500,7 @@ mod tests {
             format_penalty: -0.1,
             max_model_len: 100_000,
             generation_batch_size: 3,
-            sampling: SamplingParams {
+            sampling: GenerationParams {
                 temperature: 1.0,
                 top_p: 1.0,
                 max_new_tokens: 10,
@@ -523,22 +519,6 @@ mod tests {
         };
         let t = rollout(&mut pool, seeds, &mut g, p, &mut |_| {}).unwrap();
         (t, g)
-    }
-
-    #[test]
-    fn seeds_are_group_major() {
-        let s = group_seeds(10000 + 8 * 2, 2, 3);
-        assert_eq!(
-            s,
-            vec![
-                (0, 10016),
-                (0, 10016),
-                (0, 10016),
-                (1, 10017),
-                (1, 10017),
-                (1, 10017)
-            ]
-        );
     }
 
     #[test]

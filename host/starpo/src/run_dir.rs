@@ -1,22 +1,31 @@
-//! The run directory: resolved config, `metrics.jsonl`, `trajectories.jsonl`, `checkpoint/`.
+//! The run directory and its typed files.
 //!
 //! ```text
 //! RUN_DIR/config.toml          the resolved config (what --resume reloads)
-//! RUN_DIR/run.json             env id, plugin sha256, model path
-//! RUN_DIR/metrics.jsonl        one JSON object per iteration (and per validation)
+//! RUN_DIR/run.json             RunInfo: env id and version, plugin sha256 and source, model path
+//! RUN_DIR/metrics.jsonl        one JSON object per iteration (and per validation before training)
 //! RUN_DIR/trajectories.jsonl   sample trajectories (seed, plugin hash, actions: re-runnable)
-//! RUN_DIR/checkpoint/          the latest checkpoint, replaced atomically
+//! RUN_DIR/events.out.tfevents.* TensorBoard scalars (written by the CLI's reporter)
+//! RUN_DIR/checkpoint/          the latest checkpoint, replaced atomically; its
+//!                              trainer_state.json is a TrainerState
 //! ```
+//!
+//! The trainer writes `config.toml`, `run.json` and the checkpoint; reporters write the rest
+//! from the trainer's events. Every whole-file write is atomic, and JSONL lines past the
+//! checkpoint are dropped on resume ([`RunDir::truncate_jsonl_after`]), so a run that crashed
+//! resumes into consistent files.
 
+use crate::config::{Config, ConfigBuilder, ConfigError};
+use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Run-directory I/O failures.
 #[derive(Debug, thiserror::Error)]
 pub enum RunDirError {
     /// A file could not be read or written.
-    #[error("failed to access {path}: {source}")]
+    #[error("access {path}")]
     Io {
         /// The path.
         path: PathBuf,
@@ -25,12 +34,18 @@ pub enum RunDirError {
         source: std::io::Error,
     },
     /// A file had unexpected content.
-    #[error("invalid {path}: {reason}")]
+    #[error("read {path}: {reason}")]
     Invalid {
         /// The path.
         path: PathBuf,
         /// What is wrong.
         reason: String,
+    },
+    /// The directory does not exist (or is not a directory).
+    #[error("{path} is not a run directory")]
+    Missing {
+        /// The path.
+        path: PathBuf,
     },
 }
 
@@ -41,6 +56,32 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError + '_ {
     }
 }
 
+/// `run.json`: what a run trains on, so `--resume` and `eval` can find it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The env's id (`ragen/Sokoban-v0`).
+    pub env_id: String,
+    /// The env's version.
+    pub env_version: String,
+    /// sha256 of the plugin file.
+    pub plugin_sha256: String,
+    /// How the plugin was named (`sokoban`, `path/to/env.wasm`).
+    pub env_source: String,
+    /// The model the run started from.
+    pub model: PathBuf,
+}
+
+/// `checkpoint/trainer_state.json`: where a resumed run continues.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainerState {
+    /// Iterations completed when the checkpoint was written.
+    pub iteration: u32,
+    /// sha256 of the env plugin.
+    pub plugin_sha256: String,
+    /// The env's id.
+    pub env_id: String,
+}
+
 /// A run directory.
 #[derive(Debug, Clone)]
 pub struct RunDir {
@@ -48,9 +89,21 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Create (or open) `root`.
+    /// Create `root` (and its parents) if needed, for writing.
     pub fn create(root: &Path) -> Result<Self, RunDirError> {
         std::fs::create_dir_all(root).map_err(io(root))?;
+        Ok(Self {
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// Open an existing run directory for reading; a missing directory is an error.
+    pub fn open(root: &Path) -> Result<Self, RunDirError> {
+        if !root.is_dir() {
+            return Err(RunDirError::Missing {
+                path: root.to_path_buf(),
+            });
+        }
         Ok(Self {
             root: root.to_path_buf(),
         })
@@ -86,30 +139,52 @@ impl RunDir {
         self.root.join("run.json")
     }
 
-    /// Write a whole file atomically (temp file in the same directory, fsync, rename).
-    pub fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
-        write_atomic(path, bytes)
+    /// Write the resolved config to `config.toml`.
+    pub fn write_config(&self, cfg: &Config) -> Result<(), RunDirError> {
+        write_atomic(&self.config_path(), cfg.to_toml().as_bytes())
     }
 
-    /// Append one JSON object as a line to `path`, then flush and fsync.
-    pub fn append_jsonl(&self, path: &Path, value: &serde_json::Value) -> Result<(), RunDirError> {
-        let mut line = serde_json::to_string(value).map_err(|e| RunDirError::Invalid {
-            path: path.into(),
+    /// The run's own config as the base of a resumed run's layers.
+    pub fn resume_config(&self) -> Result<ConfigBuilder, ConfigError> {
+        ConfigBuilder::new().layer_file(&self.config_path())
+    }
+
+    /// Write `run.json`.
+    pub fn write_run_info(&self, info: &RunInfo) -> Result<(), RunDirError> {
+        let path = self.run_info_path();
+        let text = serde_json::to_string_pretty(info).map_err(|e| RunDirError::Invalid {
+            path: path.clone(),
             reason: e.to_string(),
         })?;
-        line.push('\n');
-        let mut f = OpenOptions::new()
+        write_atomic(&path, text.as_bytes())
+    }
+
+    /// Read `run.json`.
+    pub fn read_run_info(&self) -> Result<RunInfo, RunDirError> {
+        read_json(&self.run_info_path())
+    }
+
+    /// Read the checkpoint's `trainer_state.json`.
+    pub fn read_trainer_state(&self) -> Result<TrainerState, RunDirError> {
+        read_json(&self.checkpoint_path().join("trainer_state.json"))
+    }
+
+    /// Open a JSONL file for appending whole lines.
+    pub fn jsonl_writer(&self, path: &Path) -> Result<JsonlWriter, RunDirError> {
+        let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .map_err(io(path))?;
-        f.write_all(line.as_bytes()).map_err(io(path))?;
-        f.flush().map_err(io(path))?;
-        f.sync_all().map_err(io(path))
+        Ok(JsonlWriter {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+        })
     }
 
     /// Drop the lines of a JSONL file whose `iteration` is above `last` (entries written after
-    /// the checkpoint a resumed run restarts from). Rewrites atomically; a missing file is fine.
+    /// the checkpoint a resumed run restarts from), and any line that does not parse (a write
+    /// cut short by a crash). Rewrites atomically; a missing file is fine.
     pub fn truncate_jsonl_after(&self, path: &Path, last: u64) -> Result<(), RunDirError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
@@ -151,6 +226,40 @@ impl RunDir {
     }
 }
 
+/// Appends JSON objects to a JSONL file, one whole line each; [`JsonlWriter::sync`] makes them
+/// durable.
+#[derive(Debug)]
+pub struct JsonlWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+}
+
+impl JsonlWriter {
+    /// Append one value as a line (buffered).
+    pub fn write(&mut self, value: &serde_json::Value) -> Result<(), RunDirError> {
+        let mut line = serde_json::to_string(value).map_err(|e| RunDirError::Invalid {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        line.push('\n');
+        self.out.write_all(line.as_bytes()).map_err(io(&self.path))
+    }
+
+    /// Flush the buffer and fsync the file.
+    pub fn sync(&mut self) -> Result<(), RunDirError> {
+        self.out.flush().map_err(io(&self.path))?;
+        self.out.get_ref().sync_all().map_err(io(&self.path))
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, RunDirError> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    serde_json::from_str(&text).map_err(|e| RunDirError::Invalid {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
 /// Write `bytes` to `path` atomically: `path.tmp`, fsync, rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
     let tmp = path.with_extension(format!(
@@ -173,19 +282,58 @@ mod tests {
     fn append_and_truncate_metrics() {
         let d = tempfile::tempdir().unwrap();
         let r = RunDir::create(d.path()).unwrap();
+        let mut w = r.jsonl_writer(&r.metrics_path()).unwrap();
         for i in 1..=4u64 {
-            r.append_jsonl(
-                &r.metrics_path(),
-                &serde_json::json!({"iteration": i, "x": i * 2}),
-            )
-            .unwrap();
+            w.write(&serde_json::json!({"iteration": i, "x": i * 2}))
+                .unwrap();
         }
-        assert_eq!(r.read_metrics().unwrap().len(), 4);
+        w.sync().unwrap();
+        drop(w);
+        // a line cut short by a crash
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(r.metrics_path())
+            .unwrap()
+            .write_all(b"{\"iteration\": 1, \"x\"")
+            .unwrap();
         r.truncate_jsonl_after(&r.metrics_path(), 2).unwrap();
         let m = r.read_metrics().unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!(m[1]["x"], 4);
-        r.write_atomic(&r.config_path(), b"a = 1").unwrap();
-        assert_eq!(std::fs::read_to_string(r.config_path()).unwrap(), "a = 1");
+    }
+
+    #[test]
+    fn typed_files_round_trip_and_open_needs_the_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("nope");
+        assert_eq!(
+            RunDir::open(&missing).unwrap_err().to_string(),
+            format!("{} is not a run directory", missing.display())
+        );
+        assert!(!missing.exists(), "open must not create the directory");
+        let r = RunDir::create(&d.path().join("run")).unwrap();
+        let info = RunInfo {
+            env_id: "ragen/Bandit-v0".into(),
+            env_version: "0.1.0".into(),
+            plugin_sha256: "ab".into(),
+            env_source: "bandit".into(),
+            model: PathBuf::from("m.gguf"),
+        };
+        r.write_run_info(&info).unwrap();
+        let r = RunDir::open(r.root()).unwrap();
+        assert_eq!(r.read_run_info().unwrap(), info);
+        let cfg = Config::default_config();
+        r.write_config(&cfg).unwrap();
+        assert_eq!(r.resume_config().unwrap().build().unwrap(), cfg);
+        std::fs::create_dir_all(r.checkpoint_path()).unwrap();
+        std::fs::write(
+            r.checkpoint_path().join("trainer_state.json"),
+            r#"{"iteration": 3, "plugin_sha256": "ab", "env_id": "x"}"#,
+        )
+        .unwrap();
+        assert_eq!(r.read_trainer_state().unwrap().iteration, 3);
+        std::fs::write(r.run_info_path(), "{}").unwrap();
+        let e = r.read_run_info().unwrap_err().to_string();
+        assert!(e.contains("run.json") && e.contains("env_id"), "{e}");
     }
 }

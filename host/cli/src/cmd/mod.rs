@@ -8,5 +8,6 @@ pub mod inspect;
 pub mod play;
 pub mod plot;
 pub mod plugin_args;
+pub mod run_config;
 pub mod train;
 pub mod webshop;

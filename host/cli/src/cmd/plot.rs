@@ -33,7 +33,7 @@ const CURVES: [&str; 6] = [
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let run = RunDir::create(&args.run_dir)?;
+    let run = RunDir::open(&args.run_dir)?;
     let lines = run
         .read_metrics()
         .with_context(|| format!("failed to read metrics of {}", args.run_dir.display()))?;

@@ -7,13 +7,14 @@
 //! With `--resume DIR` the run's own `config.toml` replaces the first four layers.
 
 use super::plugin_args::{SandboxArgs, load, load_reward_functions};
+use super::run_config::base_config;
 use crate::ExpectedError;
+use crate::report::Reporters;
+use crate::report::jsonl::JsonlReporter;
+use crate::report::progress::ProgressReporter;
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ragen_gym_core::{Env, EnvCallError};
-use ragen_gym_starpo::config::{CPU_PROFILE_TOML, env_preset};
-use ragen_gym_starpo::{ConfigBuilder, Phase, TrainEvent, TrainSetup, Trainer};
-use std::io::IsTerminal;
+use ragen_gym_starpo::{Config, ConfigBuilder, ConfigError, RunDir, TrainSetup, Trainer};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `ragen-gym train`.
@@ -59,47 +60,36 @@ fn env_name(spec: &str) -> String {
         .map_or_else(|| spec.to_string(), |s| s.to_string_lossy().into_owned())
 }
 
+/// The layers above the files: environment variables, `--set`, `--model`, `--iterations`.
+fn finish_config(builder: ConfigBuilder, args: &Args) -> Result<Config, ConfigError> {
+    let mut b = builder.user_layers(args.config.as_deref(), std::env::vars(), &args.set)?;
+    if let Some(m) = &args.model {
+        b = b.set_str("model.path", m, "--model")?;
+    }
+    if let Some(n) = args.iterations {
+        b = b.layer_override(&format!("trainer.total_training_steps={n}"))?;
+    }
+    b.build()
+}
+
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (builder, env_spec, run_dir) = match &args.resume {
         Some(dir) => {
-            let info: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).with_context(
-                    || format!("failed to read {}", dir.join("run.json").display()),
-                )?)
-                .with_context(|| format!("failed to parse {}", dir.join("run.json").display()))?;
+            let run = RunDir::open(dir)?;
             let env = match &args.env {
                 Some(e) => e.clone(),
-                None => info["env_source"]
-                    .as_str()
-                    .context("run.json has no env_source; pass --env")?
-                    .to_string(),
+                None => run.read_run_info()?.env_source,
             };
-            (
-                Trainer::resume_config(dir).map_err(ExpectedError::config)?,
-                env,
-                dir.clone(),
-            )
+            let builder = run.resume_config().map_err(ExpectedError::config)?;
+            (builder, env, dir.clone())
         }
         None => {
             let env = args
                 .env
                 .clone()
                 .context("--env PLUGIN is required (or --resume DIR)")?;
-            let mut b = ConfigBuilder::new();
-            if !cfg!(feature = "cuda") && !args.no_cpu_profile {
-                b = b
-                    .layer_str(CPU_PROFILE_TOML, "the CPU profile (configs/cpu.toml)")
-                    .map_err(ExpectedError::config)?;
-            }
-            if let Some(preset) = env_preset(&env) {
-                b = b
-                    .layer_str(preset, &format!("the {env} preset"))
-                    .map_err(ExpectedError::config)?;
-            }
-            if let Some(f) = &args.config {
-                b = b.layer_file(f).map_err(ExpectedError::config)?;
-            }
+            let b = base_config(&env, args.no_cpu_profile).map_err(ExpectedError::config)?;
             let dir = args.run_dir.clone().unwrap_or_else(|| {
                 let t = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -111,12 +101,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let config = finish_config(builder, &args).map_err(ExpectedError::config)?;
 
-    // One live instance per env: the train pool, the validation pool, and some slack for
-    // instances being replaced after a trap.
-    let live = config.train_batch_size()
-        + config.es_manager.val.env_groups * config.es_manager.val.group_size;
     let mut sandbox_args = args.sandbox.clone();
-    sandbox_args.max_instances = Some(u32::try_from(live + 16).unwrap_or(u32::MAX));
+    sandbox_args.max_instances =
+        Some(u32::try_from(config.live_env_instances()).unwrap_or(u32::MAX));
     let plugin = load(&env_spec, &sandbox_args)?;
     let grants = args.sandbox.grants()?;
     let env_config = config.env.config.clone();
@@ -125,6 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Box::new(move || -> Result<Box<dyn Env>, EnvCallError> {
             Ok(Box::new(plugin.new_env(&env_config, grants.clone())?))
         });
+    let log_trajectories = config.trainer.log_trajectories as usize;
     let mut trainer = Trainer::new(TrainSetup {
         config,
         make_env,
@@ -136,147 +124,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })
     .map_err(|e| ExpectedError::training("training setup", e))?;
     eprintln!("run directory: {}", trainer.run_dir().display());
-    let mut reporter = Reporter::new();
+    let run = RunDir::open(trainer.run_dir())?;
+    let sha = trainer.run_info().plugin_sha256.clone();
+    let mut reporters = Reporters(vec![
+        Box::new(ProgressReporter::new()),
+        Box::new(JsonlReporter::new(run, &sha, log_trajectories)),
+    ]);
     trainer
-        .train(&mut |e| reporter.on_event(e))
+        .train(&mut reporters)
         .map_err(|e| ExpectedError::training("training", e))?;
     Ok(())
-}
-
-/// The layers above the files: environment variables, `--set`, `--model`, `--iterations`.
-fn finish_config(
-    mut builder: ConfigBuilder,
-    args: &Args,
-) -> Result<ragen_gym_starpo::Config, ragen_gym_starpo::ConfigError> {
-    builder = builder.layer_env(std::env::vars())?;
-    for s in &args.set {
-        builder = builder.layer_override(s)?;
-    }
-    if let Some(m) = &args.model {
-        builder = builder.layer_override(&format!("model.path={}", toml_quote(m)))?;
-    }
-    if let Some(n) = args.iterations {
-        builder = builder.layer_override(&format!("trainer.total_training_steps={n}"))?;
-    }
-    builder.build()
-}
-
-fn toml_quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-/// Renders [`TrainEvent`]s: a progress bar on stderr (hidden off a TTY) and one summary line
-/// per iteration.
-struct Reporter {
-    bar: Option<ProgressBar>,
-    total: u32,
-}
-
-impl Reporter {
-    fn new() -> Self {
-        Self {
-            bar: None,
-            total: 0,
-        }
-    }
-
-    fn on_event(&mut self, e: TrainEvent) {
-        match e {
-            TrainEvent::Started {
-                start_iteration,
-                total,
-                trainable_params,
-                batch,
-            } => {
-                self.total = total;
-                eprintln!(
-                    "training iterations {start_iteration}..={total}: {batch} trajectories per rollout, \
-                     {trainable_params} trainable parameters"
-                );
-            }
-            TrainEvent::PhaseStarted {
-                iteration,
-                phase,
-                units,
-            } => {
-                if let Some(b) = self.bar.take() {
-                    b.finish_and_clear();
-                }
-                if !std::io::stderr().is_terminal() {
-                    eprintln!(
-                        "iteration {iteration}/{}: {} ({units} units)",
-                        self.total,
-                        phase.name()
-                    );
-                }
-                let bar =
-                    ProgressBar::with_draw_target(Some(units as u64), ProgressDrawTarget::stderr());
-                bar.set_style(
-                    ProgressStyle::with_template(
-                        "{prefix:>14} [{bar:30}] {pos}/{len} {elapsed_precise}",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-                );
-                bar.set_prefix(format!("{iteration}/{} {}", self.total, phase.name()));
-                self.bar = Some(bar);
-            }
-            TrainEvent::Progress { done, phase, .. } => {
-                if let Some(b) = &self.bar {
-                    // Sampling progress restarts every turn; the bar shows the current turn.
-                    let _: Phase = phase;
-                    b.set_position(done as u64);
-                }
-            }
-            TrainEvent::Metrics { iteration, metrics } => {
-                if let Some(b) = self.bar.take() {
-                    b.finish_and_clear();
-                }
-                let pick = |suffix: &str| {
-                    metrics
-                        .iter()
-                        .find(|(k, _)| k.ends_with(suffix))
-                        .map(|(k, v)| format!("{k}={v:.4}"))
-                };
-                let parts: Vec<String> = [
-                    "/success",
-                    "rollout/in_group_std",
-                    "actor/entropy_loss",
-                    "actor/grad_norm",
-                    "train/response_length",
-                    "timing_s/step",
-                ]
-                .iter()
-                .filter_map(|s| {
-                    if *s == "/success" {
-                        let v: Vec<String> = metrics
-                            .iter()
-                            .filter(|(k, _)| k.ends_with("/success"))
-                            .map(|(k, v)| format!("{k}={v:.3}"))
-                            .collect();
-                        (!v.is_empty()).then(|| v.join(" "))
-                    } else {
-                        pick(s)
-                    }
-                })
-                .collect();
-                eprintln!("iteration {iteration}: {}", parts.join(" "));
-            }
-            TrainEvent::CheckpointSaved { iteration, path } => {
-                if let Some(b) = self.bar.take() {
-                    b.finish_and_clear();
-                }
-                eprintln!(
-                    "iteration {iteration}: checkpoint saved to {}",
-                    path.display()
-                );
-            }
-            TrainEvent::Finished { iteration } => {
-                if let Some(b) = self.bar.take() {
-                    b.finish_and_clear();
-                }
-                eprintln!("finished after iteration {iteration}");
-            }
-        }
-    }
 }

@@ -46,6 +46,9 @@ pub struct Args {
     /// With `--model`: override a training-config key, `section.key=value` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE", requires = "model")]
     pub set: Vec<String>,
+    /// With `--model`: do not apply the CPU profile even without a GPU.
+    #[arg(long, requires = "model")]
+    pub no_cpu_profile: bool,
     /// Sandbox limits and capability grants.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
@@ -59,6 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             model,
             &args.config,
             &args.set,
+            args.no_cpu_profile,
             args.json,
             &args.sandbox,
         );

@@ -1,16 +1,15 @@
 //! `ragen-gym eval --env PLUGIN --model CHECKPOINT|default [--set k=v]... [--json]`: the
-//! validation protocol (spec §6.1) with a model: `es_manager.val` groups with the fixed seeds
+//! validation protocol (`docs/ragen-semantics.md` §9) with a model: `es_manager.val` groups with the fixed seeds
 //! `seed.val + i`, temperature `rollout.val_temperature`, the training budgets. The config is
 //! layered like `train` (default, CPU profile, env preset, `--set`).
 
 use crate::ExpectedError;
 use crate::cmd::plugin_args::{SandboxArgs, load};
+use crate::cmd::run_config::base_config;
 use anyhow::Context;
 use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_policy as pol;
-use ragen_gym_starpo::config::{CPU_PROFILE_TOML, env_preset};
-use ragen_gym_starpo::rollout::EnvPool;
-use ragen_gym_starpo::{ConfigBuilder, evaluate};
+use ragen_gym_starpo::{EnvPool, evaluate};
 use std::path::{Path, PathBuf};
 
 /// Load the model to evaluate: a run directory, a checkpoint directory, a policy directory
@@ -44,22 +43,17 @@ fn load_model(spec: &str) -> anyhow::Result<(pol::LlamaModel, pol::Tokenizer, Pa
     ))
 }
 
-/// The config of `eval --model`: layered like `train`'s.
+/// The config of `eval --model`: layered like `train`'s (default, CPU profile, env preset,
+/// `RAGEN_*` variables), then the env's JSON config (`--config`) and `--set`.
 fn eval_config(
     env_spec: &str,
     env_config: &str,
     set: &[String],
+    no_cpu_profile: bool,
 ) -> Result<ragen_gym_starpo::Config, ragen_gym_starpo::ConfigError> {
-    let mut b = ConfigBuilder::new();
-    if !cfg!(feature = "cuda") {
-        b = b.layer_str(CPU_PROFILE_TOML, "the CPU profile (configs/cpu.toml)")?;
-    }
-    if let Some(preset) = env_preset(env_spec) {
-        b = b.layer_str(preset, &format!("the {env_spec} preset"))?;
-    }
-    b = b.layer_env(std::env::vars())?;
+    let mut b = base_config(env_spec, no_cpu_profile)?.user_layers(None, std::env::vars(), &[])?;
     if !env_config.is_empty() {
-        b = b.layer_override(&format!("env.config='{env_config}'"))?;
+        b = b.set_str("env.config", env_config, "--config")?;
     }
     for s in set {
         b = b.layer_override(s)?;
@@ -73,13 +67,15 @@ pub fn run_model(
     model: &str,
     env_config: &str,
     set: &[String],
+    no_cpu_profile: bool,
     json: bool,
     sandbox: &SandboxArgs,
 ) -> anyhow::Result<()> {
-    let cfg = eval_config(env_spec, env_config, set).map_err(ExpectedError::config)?;
-    let n = cfg.es_manager.val.env_groups * cfg.es_manager.val.group_size;
+    let cfg =
+        eval_config(env_spec, env_config, set, no_cpu_profile).map_err(ExpectedError::config)?;
+    let n = cfg.val_batch_size();
     let mut sandbox = sandbox.clone();
-    sandbox.max_instances = Some(u32::try_from(n + 8).unwrap_or(u32::MAX));
+    sandbox.max_instances = Some(u32::try_from(cfg.live_env_instances()).unwrap_or(u32::MAX));
     let plugin = load(env_spec, &sandbox)?;
     let grants = sandbox.grants()?;
     let envs = (0..n)

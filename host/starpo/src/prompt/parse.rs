@@ -1,9 +1,11 @@
-//! The response parser (spec §4.2, RAGEN `ctx_manager._parse_response`).
+//! The answer parser (`docs/ragen-semantics.md` §4; RAGEN
+//! `ragen/llm_agent/ctx_manager.py::_parse_response`).
 
 /// A parsed model response.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParsedResponse {
-    /// The cleaned, re-serialised response: stored in the history and trained on (spec §4.2 step 4).
+    /// The cleaned, re-serialised response: stored in the history and trained on
+    /// (`docs/ragen-semantics.md` §4, step 4).
     /// When the response did not match the format, the raw text.
     pub cleaned: String,
     /// Text inside `<think>..</think>` (cleaned), if it matched and thinking is on.

@@ -1,5 +1,6 @@
-//! The context manager: turns an env spec and a trajectory's history into chat messages, the
-//! generation prompt and the training sequence (spec §4.1, §4.4; RAGEN `ctx_manager`).
+//! The prompt layout: an env spec and a trajectory's history become chat messages, for the
+//! generation prompt and for the training sequence (`docs/ragen-semantics.md` §3 and §5; RAGEN
+//! `ragen/llm_agent/ctx_manager.py::get_lm_inputs`).
 //!
 //! Layout (RAGEN's format, our wording): `system`, then one `user` message holding the env prefix
 //! and turn 1; each `assistant` message is a stored (cleaned) response; the following `user`
@@ -7,8 +8,9 @@
 //! text is rendered with ChatML (`<|im_start|>{role}\n{content}<|im_end|>\n`), which SmolLM2 and
 //! Qwen2.5 share.
 
+use crate::config::Config;
 use crate::pyfloat::py_float_repr;
-use ragen_gym_core::EnvSpec;
+use ragen_gym_core::{EnvSpec, Turn};
 
 /// A chat role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +71,41 @@ pub struct PromptConfig {
     pub max_context_window: i64,
 }
 
-/// The env prefix (spec §4.1): instruction, symbol legend, action names and the action budget.
+impl PromptConfig {
+    /// The prompt settings of a run on an env with `spec`.
+    pub fn from_config(cfg: &Config, spec: &EnvSpec) -> Self {
+        Self {
+            system_prompt: cfg.agent_proxy.system_prompt.clone(),
+            prefix: env_prefix(
+                spec,
+                cfg.max_actions_per_traj(spec),
+                &cfg.agent_proxy.action_sep,
+            ),
+            enable_think: cfg.agent_proxy.enable_think,
+            response_length: cfg.rollout.response_length,
+            max_context_window: cfg.agent_proxy.max_context_window,
+        }
+    }
+}
+
+/// Views of finished turns: each shows its state, its stored answer and its reward.
+pub fn turn_views(turns: &[Turn]) -> Vec<TurnView> {
+    turns
+        .iter()
+        .map(|t| TurnView {
+            state: t.observation.clone(),
+            actions_left: t.actions_left,
+            response: Some(t.response.clone()),
+            reward: Some(if t.actions.is_empty() {
+                None
+            } else {
+                Some(t.env_reward)
+            }),
+        })
+        .collect()
+}
+
+/// The env prefix (`docs/ragen-semantics.md` §3): instruction, symbol legend, action names and the action budget.
 pub fn env_prefix(spec: &EnvSpec, max_actions_per_traj: usize, action_sep: &str) -> String {
     let mut s = spec.instruction.clone();
     if let Some(legend) = spec.symbol_legend.as_ref().filter(|l| !l.is_empty()) {
@@ -110,7 +146,7 @@ fn turn_text(cfg: &PromptConfig, idx: usize, t: &TurnView) -> String {
     )
 }
 
-/// Build the messages for `turns` (spec §4.1). Turns with a response add an assistant message;
+/// Build the messages for `turns` (`docs/ragen-semantics.md` §3). Turns with a response add an assistant message;
 /// a reward on a turn opens the next user message with `Reward:`. With
 /// `max_context_window = k > 0` only the last k turns are shown (RAGEN keeps the prefix).
 pub fn build_messages(cfg: &PromptConfig, turns: &[TurnView]) -> Vec<Message> {
@@ -154,21 +190,13 @@ pub fn chatml_segment(m: &Message) -> String {
     format!("<|im_start|>{}\n{}<|im_end|>\n", m.role.as_str(), m.content)
 }
 
-/// The generation prompt: the rendered messages, the assistant header and the forced prefix
-/// (`<think>`, or `<answer>` when thinking is off; spec §4.1).
-pub fn generation_prompt(messages: &[Message], enable_think: bool) -> String {
-    let mut s: String = messages.iter().map(chatml_segment).collect();
-    s.push_str("<|im_start|>assistant\n");
-    s.push_str(forced_prefix(enable_think));
-    s
-}
-
-/// The text forced after the generation prompt and prepended to the decoded output before parsing.
+/// The text forced after the generation prompt's `<|im_start|>assistant\n` (`<think>`, or
+/// `<answer>` when thinking is off) and prepended to the decoded output before parsing.
 pub fn forced_prefix(enable_think: bool) -> &'static str {
     if enable_think { "<think>" } else { "<answer>" }
 }
 
-/// The training conversation (spec §4.4): every answered turn, ending with the last assistant
+/// The training conversation (`docs/ragen-semantics.md` §5): every answered turn, ending with the last assistant
 /// message (the final reward and the post-episode state are dropped).
 pub fn training_messages(cfg: &PromptConfig, turns: &[TurnView]) -> Vec<Message> {
     let n = turns.iter().take_while(|t| t.response.is_some()).count();
@@ -256,15 +284,15 @@ mod tests {
         assert!(m[3].content.starts_with(
             "Reward:\n-0.30000000000000004\n\nTurn 2:\nState:\n##P\nActions left: 7."
         ));
-        let p = generation_prompt(&m, true);
+        let tok = crate::prompt::CharTokenizer;
+        let p = crate::prompt::CharTokenizer::decode(
+            &crate::prompt::Tokenize::encode_prompt(&tok, &m, forced_prefix(true)).unwrap(),
+        );
         assert!(p.starts_with(
             "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
         ));
         assert!(p.ends_with("tokens.\n<|im_end|>\n<|im_start|>assistant\n<think>"));
-        assert_eq!(
-            generation_prompt(&m, false).rsplit('\n').next(),
-            Some("<answer>")
-        );
+        assert_eq!(forced_prefix(false), "<answer>");
     }
 
     #[test]

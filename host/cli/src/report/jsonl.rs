@@ -1,0 +1,185 @@
+//! `metrics.jsonl` (one object per iteration: `iteration` and every finite metric) and
+//! `trajectories.jsonl` (the first `trainer.log_trajectories` trajectories of each rollout,
+//! with `iteration`, `split`, `plugin_sha256` and `score`).
+//!
+//! Lines are written whole; both files are flushed and fsynced once per iteration, when its
+//! metrics arrive. On a resumed run, lines past the checkpoint's iteration (and a line cut short
+//! by a crash) are dropped first, so the files match the checkpoint.
+
+use ragen_gym_core::Trajectory;
+use ragen_gym_starpo::run_dir::JsonlWriter;
+use ragen_gym_starpo::{ReportError, Reporter, RunDir, TrainEvent};
+
+/// Writes the run's JSONL files.
+pub struct JsonlReporter {
+    run: RunDir,
+    plugin_sha256: String,
+    log_trajectories: usize,
+    files: Option<(JsonlWriter, JsonlWriter)>,
+}
+
+impl JsonlReporter {
+    /// A reporter writing into `run`; `log_trajectories` is `trainer.log_trajectories`.
+    pub fn new(run: RunDir, plugin_sha256: &str, log_trajectories: usize) -> Self {
+        Self {
+            run,
+            plugin_sha256: plugin_sha256.to_string(),
+            log_trajectories,
+            files: None,
+        }
+    }
+
+    fn files(&mut self) -> Result<&mut (JsonlWriter, JsonlWriter), ReportError> {
+        if self.files.is_none() {
+            self.files = Some((
+                self.run.jsonl_writer(&self.run.metrics_path())?,
+                self.run.jsonl_writer(&self.run.trajectories_path())?,
+            ));
+        }
+        Ok(self.files.as_mut().expect("opened above"))
+    }
+
+    fn trajectory_line(&self, iteration: u32, split: &str, t: &Trajectory) -> serde_json::Value {
+        let mut v = serde_json::to_value(t).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("iteration".into(), iteration.into());
+            o.insert("split".into(), split.into());
+            o.insert("plugin_sha256".into(), self.plugin_sha256.clone().into());
+            o.insert("score".into(), t.score().into());
+        }
+        v
+    }
+}
+
+impl Reporter for JsonlReporter {
+    fn report(&mut self, event: &TrainEvent<'_>) -> Result<(), ReportError> {
+        match *event {
+            TrainEvent::Started {
+                start_iteration,
+                resumed: true,
+                ..
+            } => {
+                self.files = None;
+                let last = u64::from(start_iteration - 1);
+                self.run
+                    .truncate_jsonl_after(&self.run.metrics_path(), last)?;
+                self.run
+                    .truncate_jsonl_after(&self.run.trajectories_path(), last)?;
+            }
+            TrainEvent::Trajectories {
+                iteration,
+                split,
+                trajectories,
+            } => {
+                let lines: Vec<serde_json::Value> = trajectories
+                    .iter()
+                    .take(self.log_trajectories)
+                    .map(|t| self.trajectory_line(iteration, split.name(), t))
+                    .collect();
+                let (_, trajs) = self.files()?;
+                for l in &lines {
+                    trajs.write(l)?;
+                }
+            }
+            TrainEvent::Metrics { iteration, metrics } => {
+                let mut obj = serde_json::Map::new();
+                obj.insert("iteration".into(), iteration.into());
+                for (k, v) in metrics {
+                    if v.is_finite() {
+                        obj.insert(k.clone(), (*v).into());
+                    }
+                }
+                let (m, trajs) = self.files()?;
+                m.write(&serde_json::Value::Object(obj))?;
+                trajs.sync()?;
+                m.sync()?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragen_gym_starpo::{Metrics, Split};
+
+    fn traj(seed: u64) -> Trajectory {
+        Trajectory {
+            env_id: "t/X-v0".into(),
+            tag: "X".into(),
+            group: 0,
+            seed,
+            turns: vec![],
+            final_observation: String::new(),
+            num_actions: 0,
+            terminated: true,
+            truncated: false,
+            success: true,
+            penalty: -0.1,
+            extra_reward: 0.0,
+            end_reason: None,
+        }
+    }
+
+    fn iteration(r: &mut JsonlReporter, it: u32, x: f64) {
+        let trajs = [traj(1), traj(2), traj(3)];
+        r.report(&TrainEvent::Trajectories {
+            iteration: it,
+            split: Split::Train,
+            trajectories: &trajs,
+        })
+        .unwrap();
+        let m = Metrics::from([("x".to_string(), x), ("nan".to_string(), f64::NAN)]);
+        r.report(&TrainEvent::Metrics {
+            iteration: it,
+            metrics: &m,
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn lines_are_whole_and_a_resume_drops_what_follows_the_checkpoint() {
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::create(d.path()).unwrap();
+        let mut r = JsonlReporter::new(run.clone(), "abc", 2);
+        for it in 1..=3 {
+            iteration(&mut r, it, f64::from(it) * 10.0);
+        }
+        drop(r);
+        let m = run.read_metrics().unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[2], serde_json::json!({"iteration": 3, "x": 30.0}));
+        let t = std::fs::read_to_string(run.trajectories_path()).unwrap();
+        let t: Vec<serde_json::Value> = t
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(t.len(), 6, "two of three trajectories per iteration");
+        assert_eq!(t[0]["split"], "train");
+        assert_eq!(t[0]["plugin_sha256"], "abc");
+        assert_eq!(t[0]["score"], -0.1);
+        assert_eq!(t[5]["iteration"], 3);
+        // resumed from the checkpoint of iteration 1: iterations 2 and 3 are rewritten
+        let mut r = JsonlReporter::new(run.clone(), "abc", 2);
+        r.report(&TrainEvent::Started {
+            start_iteration: 2,
+            total: 3,
+            resumed: true,
+            trainable_params: 0,
+            batch: 3,
+        })
+        .unwrap();
+        iteration(&mut r, 2, 21.0);
+        let its: Vec<(u64, f64)> = run
+            .read_metrics()
+            .unwrap()
+            .iter()
+            .map(|v| (v["iteration"].as_u64().unwrap(), v["x"].as_f64().unwrap()))
+            .collect();
+        assert_eq!(its, vec![(1, 10.0), (2, 21.0)]);
+        let t = std::fs::read_to_string(run.trajectories_path()).unwrap();
+        assert_eq!(t.lines().count(), 4);
+    }
+}

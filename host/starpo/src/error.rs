@@ -1,0 +1,44 @@
+//! Why training failed.
+
+use crate::config::ConfigError;
+use crate::events::ReportError;
+use crate::prompt::TokenizeError;
+use crate::rollout::RolloutError;
+use crate::run_dir::RunDirError;
+use ragen_gym_core::EnvCallError;
+use std::path::PathBuf;
+
+/// Why training failed. Messages are lowercase fragments; sources are not repeated in them
+/// (an error chain printer shows each once).
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// The policy side failed (model loading, tensors, checkpoints).
+    #[error(transparent)]
+    Policy(#[from] ragen_gym_policy::PolicyError),
+    /// The run directory could not be read or written.
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    /// The config is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// An env instance could not be created.
+    #[error("create an env instance")]
+    Env(#[from] EnvCallError),
+    /// A rollout failed as a whole (env failures only end their trajectory).
+    #[error("roll out")]
+    Rollout(#[from] RolloutError),
+    /// A trajectory could not be tokenised for training.
+    #[error("build the training batch")]
+    Batch(#[from] TokenizeError),
+    /// A reporter (a sink of the trainer's events) failed.
+    #[error("report training events")]
+    Report(#[source] ReportError),
+    /// A resume directory has no usable checkpoint.
+    #[error("resume from {path}: {reason}")]
+    Resume {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}

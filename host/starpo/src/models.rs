@@ -1,0 +1,137 @@
+//! The models a run trains and keeps: the actor with its optimiser, the critic with its
+//! optimiser (GAE runs), and the frozen reference policy (when a KL term needs it). Loaded from
+//! `model.path` or from the run's checkpoint, and saved into it.
+
+use crate::advantages::Scorers;
+use crate::config::{AdvEstimator, Config};
+use crate::error::TrainError;
+use crate::run_dir::{RunDir, TrainerState};
+use crate::update::UpdateModels;
+use ragen_gym_policy as pol;
+
+/// The models of a run.
+pub struct Models {
+    /// The actor.
+    pub policy: pol::Policy,
+    /// The actor's AdamW.
+    pub actor_opt: pol::AdamW,
+    /// The critic and its AdamW (GAE runs).
+    pub critic: Option<(pol::Critic, pol::AdamW)>,
+    /// The frozen reference policy (with `use_kl_loss` or `use_kl_in_reward`).
+    pub reference: Option<pol::LlamaModel>,
+}
+
+fn adamw(lr: f64, weight_decay: f64) -> pol::AdamWConfig {
+    pol::AdamWConfig {
+        lr,
+        weight_decay,
+        ..pol::AdamWConfig::default()
+    }
+}
+
+impl Models {
+    /// Load fresh models from `model.path`, or, with `resume`, the run's checkpoint (weights,
+    /// optimiser states, the iteration it was written after). Returns the models and the
+    /// iterations completed.
+    pub fn load(cfg: &Config, run: &RunDir, resume: bool) -> Result<(Self, u32), TrainError> {
+        let seed = cfg.seed.sampler;
+        let trainable = cfg.model.trainable();
+        let ckpt = run.checkpoint_path();
+        let (policy, iteration) = if resume {
+            // A crash between the checkpoint's two renames leaves only `checkpoint.old`.
+            pol::recover_interrupted(&ckpt)?;
+            if !ckpt.join("trainer_state.json").exists() {
+                return Err(TrainError::Resume {
+                    path: run.root().to_path_buf(),
+                    reason: "no checkpoint/trainer_state.json".into(),
+                });
+            }
+            let state = run.read_trainer_state()?;
+            let policy = pol::Policy::from_pretrained(&pol::policy_dir(&ckpt), seed)?;
+            (policy, state.iteration)
+        } else {
+            let loaded = pol::load(&cfg.model.resolved_path())?;
+            (pol::Policy::new(&loaded, trainable.clone(), seed)?, 0)
+        };
+        let a = &cfg.actor;
+        let mut actor_opt = pol::AdamW::new(policy.params(), adamw(a.actor_lr, a.weight_decay))?;
+        if resume {
+            actor_opt.load(&pol::policy_dir(&ckpt))?;
+        }
+        let critic = if cfg.algorithm.adv_estimator == AdvEstimator::Gae {
+            let dir = pol::critic_dir(&ckpt);
+            let base = if resume {
+                dir.clone()
+            } else {
+                cfg.model.resolved_path()
+            };
+            let critic = pol::Critic::new(&pol::load(&base)?, trainable, seed)?;
+            let c = &cfg.critic;
+            let mut opt = pol::AdamW::new(critic.params(), adamw(c.critic_lr, c.weight_decay))?;
+            if resume {
+                critic.load_trainable(&dir)?;
+                opt.load(&dir)?;
+            }
+            Some((critic, opt))
+        } else {
+            None
+        };
+        let reference = if cfg.actor.use_kl_loss || cfg.algorithm.use_kl_in_reward {
+            Some(policy.reference()?)
+        } else {
+            None
+        };
+        let models = Self {
+            policy,
+            actor_opt,
+            critic,
+            reference,
+        };
+        Ok((models, iteration))
+    }
+
+    /// The padding token id (`<|im_end|>`).
+    pub fn pad_id(&self) -> u32 {
+        self.policy.tokenizer().im_end_id()
+    }
+
+    /// The scorers of [`crate::advantages::estimate`], with `actor` the actor's current view.
+    pub fn scorers<'a>(&'a self, actor: &'a pol::LlamaModel) -> Scorers<'a> {
+        Scorers {
+            actor,
+            reference: self.reference.as_ref(),
+            critic: self.critic.as_ref().map(|(c, _)| c),
+            pad_id: self.pad_id(),
+        }
+    }
+
+    /// What [`crate::update::update`] changes.
+    pub fn for_update(&mut self) -> UpdateModels<'_> {
+        UpdateModels {
+            policy: &self.policy,
+            actor_opt: &mut self.actor_opt,
+            critic: self.critic.as_mut().map(|(c, o)| (&*c, o)),
+        }
+    }
+
+    /// Save everything a resume needs into `run`'s checkpoint, atomically.
+    pub fn save(&self, run: &RunDir, state: &TrainerState) -> Result<(), TrainError> {
+        let state = serde_json::to_value(state).map_err(|e| {
+            TrainError::RunDir(crate::run_dir::RunDirError::Invalid {
+                path: run.checkpoint_path().join("trainer_state.json"),
+                reason: e.to_string(),
+            })
+        })?;
+        pol::save_checkpoint(
+            &run.checkpoint_path(),
+            &pol::CheckpointParts {
+                policy: &self.policy,
+                policy_optimizer: Some(&self.actor_opt),
+                critic: self.critic.as_ref().map(|(c, _)| c),
+                critic_optimizer: self.critic.as_ref().map(|(_, o)| o),
+                trainer_state: &state,
+            },
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,68 @@
+//! The validation protocol (`docs/ragen-semantics.md` §9; RAGEN
+//! `ragen/trainer/agent_trainer.py::_validate`): `es_manager.val` groups with the fixed seeds
+//! `seed.val + i`, temperature `rollout.val_temperature`, the training budgets.
+
+use crate::batch::build_sample;
+use crate::config::Config;
+use crate::metrics::{Metrics, rollout_metrics};
+use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer};
+use crate::rollout::{EnvPool, RolloutError, RolloutParams, rollout};
+use crate::seeds::group_seeds;
+use ragen_gym_core::Trajectory;
+use ragen_gym_policy as pol;
+
+/// Result of the validation protocol.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalResult {
+    /// Trajectories run.
+    pub episodes: usize,
+    /// Fraction that ended with env success.
+    pub success_rate: f64,
+    /// Mean trajectory score (env rewards + format penalty).
+    pub mean_return: f64,
+    /// All `val-env/*` metrics.
+    pub metrics: Metrics,
+    /// The trajectories.
+    pub trajectories: Vec<Trajectory>,
+}
+
+/// Run the validation protocol with `model` on `pool` (at least `cfg.val_batch_size()` envs).
+/// `on_progress` gets the prompts sampled so far in the current turn.
+pub fn evaluate(
+    cfg: &Config,
+    model: &pol::LlamaModel,
+    tokenizer: &pol::Tokenizer,
+    pool: &mut EnvPool,
+    sampler_seed: u64,
+    on_progress: &mut dyn FnMut(usize),
+) -> Result<EvalResult, RolloutError> {
+    let v = cfg.es_manager.val;
+    let seeds = group_seeds(cfg.seed.val, v.env_groups, v.group_size);
+    let p = RolloutParams::from_config(cfg, pool.spec(), cfg.rollout.val_temperature, sampler_seed);
+    let mut generator = PolicyGenerator {
+        model: model.detached(),
+        tokenizer: PolicyTokenizer(tokenizer),
+    };
+    let trajs = rollout(pool, &seeds, &mut generator, &p, &mut |pr| {
+        on_progress(pr.generated)
+    })?;
+    let mut metrics = rollout_metrics("val-env", &trajs, v.group_size);
+    let tok = PolicyTokenizer(tokenizer);
+    let mut lens = Vec::new();
+    for (i, t) in trajs.iter().enumerate() {
+        if let Some(s) = build_sample(&tok, &p.prompt, t, i, t.score(), false)? {
+            lens.push(s.response_tokens() as f64);
+        }
+    }
+    metrics.insert("val-env/response_length".into(), crate::stats::mean(&lens));
+    let episodes = trajs.len();
+    let success_rate = trajs.iter().filter(|t| t.success).count() as f64 / episodes.max(1) as f64;
+    let mean_return = trajs.iter().map(Trajectory::score).sum::<f64>() / episodes.max(1) as f64;
+    Ok(EvalResult {
+        episodes,
+        success_rate,
+        mean_return,
+        metrics,
+        trajectories: trajs,
+    })
+}
