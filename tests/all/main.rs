@@ -4,3 +4,4 @@ mod python_plugin;
 mod sandbox_hostile;
 mod starpo;
 mod webshop;
+mod webshop_soak;

@@ -16,7 +16,7 @@ use ragen_gym_sandbox::{
 use ragen_gym_webshop::{Catalog, WebShopServer};
 
 /// The built-in bridge with its manifest's `capabilities.http` replaced by `targets`.
-fn bridge_declaring(targets: &[String]) -> Vec<u8> {
+pub(crate) fn bridge_declaring(targets: &[String]) -> Vec<u8> {
     let mut bytes = ragen_gym_builtins::builtin("webshop-bridge")
         .expect("webshop-bridge built in")
         .to_vec();
