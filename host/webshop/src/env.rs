@@ -1,5 +1,6 @@
 //! One WebShop text environment: the session state machine of `WebAgentTextEnv` + `SimServer`
-//! in simple (`observation_mode='text'`) mode (`shared/spec/webshop.md` §1.4-1.5, §6.2).
+//! in simple (`observation_mode='text'`) mode (WebShop `web_agent_site/envs/web_agent_text_env.py`,
+//! `web_agent_site/app.py`).
 //!
 //! The env holds a goal, the current page, the search keywords and page number, the product
 //! being viewed and the selected options; [`ShopEnv::step`] applies one `search[...]` or
@@ -178,7 +179,8 @@ impl ShopEnv {
         }
     }
 
-    /// The simple-mode observation of the current page (spec §1.5).
+    /// The simple-mode observation of the current page (`web_agent_text_env.py::convert_html_to_text`
+    /// with `simple=True`).
     pub fn observation(&self) -> String {
         let mut seg: Vec<String> = Vec::new();
         if self.page == Page::Home {
@@ -269,7 +271,7 @@ impl ShopEnv {
             .join(SEP)
     }
 
-    /// `get_available_actions()` of the current page (spec §1.4).
+    /// `get_available_actions()` of the current page (`web_agent_text_env.py`).
     pub fn available_actions(&self) -> AvailableActions {
         let mut clickables: Vec<String> = Vec::new();
         let mut push = |s: String| {
@@ -320,7 +322,7 @@ impl ShopEnv {
         }
     }
 
-    /// Apply one action (spec §1.4): `search[q]` with a non-empty `q` from any page, or
+    /// Apply one action (`web_agent_text_env.py::step`): `search[q]` with a non-empty `q` from any page, or
     /// `click[x]` for a current clickable other than `search`; anything else is a no-op with
     /// reward 0. `done` is true only for `click[buy now]`.
     pub fn step(&mut self, action: &str) -> StepOutcome {

@@ -1,5 +1,6 @@
 //! Product search: Okapi BM25 over each product's lowercased Title, Description, first bullet
-//! and option text, like WebShop's pyserini index (`shared/spec/webshop.md` §1.7, §6.2 item 2).
+//! and option text, like WebShop's pyserini index (`search_engine/convert_product_file_format.py`,
+//! `web_agent_site/engine/engine.py::get_top_n_product_from_keywords`).
 //!
 //! Deviation: tokens are maximal runs of ASCII letters and digits with no stemming and no
 //! stopwords (Lucene's English analyzer stems and drops stopwords), so rankings are not

@@ -1,4 +1,5 @@
-//! The AgentGym `agentenv-webshop` env-server routes (`shared/spec/webshop.md` §5.1) over a
+//! The AgentGym `agentenv-webshop` env-server routes (AgentGym `agentenv-webshop/agentenv_webshop/
+//! server.py`) over a
 //! [`Catalog`], and a small blocking HTTP server (tiny_http) that serves them on loopback.
 //!
 //! | method / path | request | response |

@@ -1,9 +1,10 @@
 //! # ragen-sokoban: RAGEN's Sokoban as a ragen-gym environment plugin
 //!
-//! Rules from gym-sokoban as used by RAGEN (arXiv 2504.20073, §3 and appendix B.1; spec
-//! `ragen.md` §3.2): push every box onto a target, actions `Up`/`Down`/`Left`/`Right`, reward
-//! -0.1 per step, +1/-1 for a box onto/off a target, +10 when solved; levels from the
-//! reverse-play generator ([`generator`]).
+//! Rules from gym-sokoban as used by RAGEN (arXiv 2504.20073, §3 and appendix B.1; RAGEN
+//! `ragen/env/sokoban/env.py`, gym-sokoban `gym_sokoban/envs/sokoban_env.py::step`): push
+//! every box onto a target, actions `Up`/`Down`/`Left`/`Right`, reward -0.1 per step, +1/-1
+//! for a box onto/off a target, +10 when solved; levels from the reverse-play generator
+//! ([`generator`]).
 //!
 //! Configs (JSON, see [`SokobanConfig`]): `""` is RAGEN's `SimpleSokoban` (6x6, 1 box);
 //! `{"dim_x":8,"dim_y":8,"num_boxes":2,"search_depth":10}` is `LargerSokoban`;

@@ -1,5 +1,5 @@
-//! The WebShop bridge env: RAGEN-style agent-facing behaviour (`shared/spec/webshop.md` §4,
-//! §6.1) on top of an AgentGym WebShop server.
+//! The WebShop bridge env: RAGEN-style agent-facing behaviour (RAGEN `ragen/env/webshop/env.py`)
+//! on top of an AgentGym WebShop server.
 
 use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
 
@@ -13,7 +13,7 @@ instruction asks for (such as size and colour), then buy it. Answer with exactly
 actions, for example search[machine wash women's t-shirt] or click[buy now].";
 
 /// Reward at or above which a purchase counts as a success (WebShop's success rate counts
-/// `reward == 1`; spec §2.1).
+/// `reward == 1`: the SR metric of Yao et al. 2022).
 pub const SUCCESS_REWARD: f64 = 1.0 - 1e-9;
 
 /// Parse `name[arg]` like WebShop's `re.match(r'(.+)\[(.+)\]', action)` on the first line.
@@ -49,7 +49,8 @@ pub fn actions_for_model(available: &AvailableActions) -> Vec<String> {
     out
 }
 
-/// Whether the server will act on `action` on a page offering `available` (spec §1.4): a
+/// Whether the server will act on `action` on a page offering `available`
+/// (`web_agent_text_env.py::step`): a
 /// `search[...]` with a non-empty query (accepted on every page), or a `click[x]` on a current
 /// clickable other than `search`.
 pub fn is_valid_action(action: &str, available: &AvailableActions) -> bool {

@@ -2,7 +2,7 @@
 //!
 //! WebShop (Yao et al. 2022) cannot run inside WASM, so this plugin is a client of a WebShop
 //! server that speaks the AgentGym env-server protocol (`/create`, `/reset`, `/step`,
-//! `/available_actions`; `shared/spec/webshop.md` §5.1, §6.1): `ragen-gym webshop serve` or
+//! `/available_actions`; AgentGym `agentenv_webshop/server.py`): `ragen-gym webshop serve` or
 //! AgentGym's `agentenv-webshop`. It reaches the server only through the host's `ragen:gym/http`
 //! import, which the manifest declares for `127.0.0.1:3000`, `localhost:3000`, `127.0.0.1:36001`
 //! and `localhost:36001` and the user must grant (`--allow-host 127.0.0.1:3000`).

@@ -1,4 +1,4 @@
-//! The AgentGym env-server protocol (`agentenv-webshop`; `shared/spec/webshop.md` §5.1) over a
+//! The AgentGym env-server protocol (`agentenv-webshop/agentenv_webshop/server.py`) over a
 //! pluggable [`Transport`], so the bridge logic runs natively in tests and over the host's
 //! gated `ragen:gym/http` import in the sandbox.
 
