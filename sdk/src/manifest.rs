@@ -9,11 +9,11 @@
 //!   "limits": { "fuel_per_call": 1000000000, "memory_bytes": 67108864 } }
 //! ```
 
-/// Name of the custom section holding the manifest JSON.
+/// Name of the custom section holding the manifest JSON. (`#[link_section]` takes only a literal,
+/// so [`crate::export_env!`] spells it out; a test below keeps the two equal.)
 pub const MANIFEST_SECTION: &str = "ragen:plugin";
 
-/// Version of the WIT package (`ragen:gym`) this SDK builds against.
-pub const INTERFACE_VERSION: &str = "0.1.0";
+include!(concat!(env!("OUT_DIR"), "/interface_version.rs"));
 
 /// Copy a `&str` into a fixed-size byte array in a `const` context (used by [`crate::export_env!`]
 /// to place the manifest in a `#[link_section]` static).
@@ -27,4 +27,16 @@ pub const fn str_to_array<const N: usize>(s: &str) -> [u8; N] {
         i += 1;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_macro_uses_the_manifest_section_name() {
+        let export = include_str!("export.rs");
+        let attr = format!("#[unsafe(link_section = \"{MANIFEST_SECTION}\")]");
+        assert!(export.contains(&attr), "export.rs lacks {attr}");
+    }
 }

@@ -4,8 +4,8 @@
 
 use ragen_bandit::Bandit;
 use ragen_frozen_lake::FrozenLake;
-use ragen_gym_core::{Env, NativeEnv};
-use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, check_env};
+use ragen_gym_core::{Env, NativeEnv, check_env};
+use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig};
 use ragen_sokoban::Sokoban;
 
 fn plugin(name: &str) -> Plugin {
@@ -74,7 +74,6 @@ fn builtins_pass_check_env_natively_and_sandboxed() {
             plugin
                 .new_env(config, Grants::default())
                 .map(|e| Box::new(e) as Box<dyn Env>)
-                .map_err(|e| e.to_string())
         });
         assert!(
             report.ok,

@@ -11,8 +11,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use ragen_gym_core::{Env, EnvCallError, EnvError};
-use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, check_env};
+use ragen_gym_core::{Env, EnvCallError, EnvError, check_env};
+use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -90,7 +90,6 @@ fn python_example_passes_check_env() {
         plugin
             .new_env("", Grants::default())
             .map(|e| Box::new(e) as Box<dyn Env>)
-            .map_err(|e| e.to_string())
     });
     assert!(report.ok, "{:?}", report.failures);
     assert_eq!(report.env_id, "examples/GuessNumber-v0");

@@ -191,13 +191,6 @@ fn server_going_down_ends_that_trajectory_while_others_continue() {
 /// instruction text when it picks `search[<content>]`. Returns (successes, sum of rewards,
 /// purchases).
 fn random_policy_eval(env: &mut dyn Env, seeds: std::ops::Range<u64>) -> (u32, f64, u32) {
-    fn splitmix(state: &mut u64) -> u64 {
-        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
     let (mut successes, mut total, mut purchases) = (0u32, 0.0f64, 0u32);
     for seed in seeds {
         let mut rng = seed;
@@ -219,7 +212,8 @@ fn random_policy_eval(env: &mut dyn Env, seeds: std::ops::Range<u64>) -> (u32, f
                 !actions.is_empty(),
                 "every page but the last lists actions: {observation}"
             );
-            let pick = actions[(splitmix(&mut rng) % actions.len() as u64) as usize];
+            let pick =
+                actions[(ragen_gym_core::splitmix64(&mut rng) % actions.len() as u64) as usize];
             let action = pick.replace("<content>", &instruction);
             let step = env.step(&action).expect("step");
             assert!(step.action_is_valid, "listed actions are valid: {action}");

@@ -7,7 +7,9 @@
 //!   [`EnvCallError`];
 //! - [`PluginFailure`], a typed trap or broken sandbox rule, with the plugin's identity;
 //! - [`Trajectory`] and [`Turn`], what a rollout records;
-//! - [`RewardFunction`], what scores a trajectory.
+//! - [`RewardFunction`], what scores a trajectory;
+//! - the plugin [`Manifest`] and the interface version rule ([`version`]);
+//! - [`check_env`], the conformance checker every plugin runs through.
 //!
 //! The env records (`EnvSpec`, `StepResult`, ...) mirror the WIT contract (`wit/types.wit`) and
 //! are the same Rust types plugin authors use: they are defined once, in `ragen-gym-sdk`, and
@@ -15,15 +17,23 @@
 
 #![deny(missing_docs)]
 
+pub mod check;
 pub mod env;
 pub mod failure;
+pub mod manifest;
 pub mod reward;
+pub mod rng;
 pub mod trajectory;
+pub mod version;
 
+pub use check::{CheckReport, check_env};
 pub use env::{Env, EnvCallError, EnvStats, NativeEnv};
 pub use failure::{PluginFailure, PluginFailureKind};
+pub use manifest::{Capabilities, MANIFEST_SECTION, Manifest, ManifestLimits, PluginKind};
 pub use ragen_gym_sdk::{
     EnvError, EnvSpec, Metric, ResetResult, RewardBreakdown, StepResult, Symbol,
 };
 pub use reward::{RewardError, RewardFunction};
+pub use rng::splitmix64;
 pub use trajectory::{Trajectory, Turn};
+pub use version::{INTERFACE_VERSION, InterfaceMismatch, check_interface_version};

@@ -1,7 +1,7 @@
 //! [`LoadError`]: why a plugin file cannot be used. (A call into a running plugin that traps or
 //! breaks a sandbox rule is a `ragen_gym_core::PluginFailure`.)
 
-use ragen_gym_core::PluginFailure;
+use ragen_gym_core::{InterfaceMismatch, PluginFailure};
 use std::path::PathBuf;
 
 /// Why a plugin could not be loaded. No plugin code has run when one of these is returned,
@@ -50,20 +50,14 @@ pub enum LoadError {
         reason: String,
     },
     /// The plugin was built against an interface version this host does not support.
-    #[error(
-        "plugin {id} {version} was built for ragen:gym interface {plugin_interface}, but this host supports {host_supported} (host interface {host_interface})"
-    )]
+    #[error("plugin {id} {version} {mismatch}")]
     IncompatibleInterface {
         /// Plugin id.
         id: String,
         /// Plugin version.
         version: String,
-        /// The version in the plugin's manifest.
-        plugin_interface: String,
-        /// The semver range this host accepts.
-        host_supported: String,
-        /// The host's own interface version.
-        host_interface: String,
+        /// The plugin's and the host's interface versions.
+        mismatch: InterfaceMismatch,
     },
     /// The component imports something the host does not provide or the manifest did not declare.
     #[error("plugin {id} imports `{import}`: {reason}")]

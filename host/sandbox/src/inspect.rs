@@ -4,13 +4,10 @@
 //! and exports against the manifest.
 
 use crate::error::LoadError;
-use crate::manifest::{HOST_INTERFACE_VERSION, Manifest, PluginKind, SUPPORTED_INTERFACE};
+use ragen_gym_core::{MANIFEST_SECTION, Manifest, PluginKind, check_interface_version};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use wasmparser::{Encoding, Parser, Payload};
-
-/// Name of the manifest custom section (same constant as the SDK's).
-pub const MANIFEST_SECTION: &str = "ragen:plugin";
 
 /// Everything known about a plugin before running it.
 #[derive(Debug, Clone, Serialize)]
@@ -106,7 +103,13 @@ pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> 
             reason: e.to_string(),
         })?;
     validate_manifest(name, &manifest)?;
-    check_interface_version(&manifest)?;
+    check_interface_version(&manifest.interface_version).map_err(|e| {
+        LoadError::IncompatibleInterface {
+            id: manifest.id.clone(),
+            version: manifest.version.clone(),
+            mismatch: e,
+        }
+    })?;
     check_imports(&manifest, &imports)?;
     check_exports(&manifest, &exports)?;
     Ok(PluginInfo {
@@ -146,27 +149,6 @@ fn validate_manifest(name: &str, m: &Manifest) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// Reject a plugin whose `interface_version` is outside [`SUPPORTED_INTERFACE`].
-///
-/// # Errors
-/// [`LoadError::IncompatibleInterface`] naming the plugin's and the host's versions.
-pub fn check_interface_version(m: &Manifest) -> Result<(), LoadError> {
-    let incompatible = || LoadError::IncompatibleInterface {
-        id: m.id.clone(),
-        version: m.version.clone(),
-        plugin_interface: m.interface_version.clone(),
-        host_supported: SUPPORTED_INTERFACE.to_string(),
-        host_interface: HOST_INTERFACE_VERSION.to_string(),
-    };
-    let req = semver::VersionReq::parse(SUPPORTED_INTERFACE).expect("valid constant");
-    let v = semver::Version::parse(&m.interface_version).map_err(|_| incompatible())?;
-    if req.matches(&v) {
-        Ok(())
-    } else {
-        Err(incompatible())
-    }
-}
-
 fn check_imports(m: &Manifest, imports: &[String]) -> Result<(), LoadError> {
     for import in imports {
         let forbid = |reason: &str| LoadError::ForbiddenImport {
@@ -196,10 +178,7 @@ fn check_imports(m: &Manifest, imports: &[String]) -> Result<(), LoadError> {
 }
 
 fn check_exports(m: &Manifest, exports: &[String]) -> Result<(), LoadError> {
-    let expected = match m.kind {
-        PluginKind::Environment => "ragen:gym/environment",
-        PluginKind::RewardFunction => "ragen:gym/reward-function",
-    };
+    let expected = m.kind.export();
     if exports
         .iter()
         .any(|e| e.split('@').next() == Some(expected))
@@ -217,7 +196,7 @@ fn check_exports(m: &Manifest, exports: &[String]) -> Result<(), LoadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{Capabilities, ManifestLimits};
+    use ragen_gym_core::{Capabilities, INTERFACE_VERSION, ManifestLimits};
 
     fn manifest(interface: &str) -> Manifest {
         Manifest {
@@ -232,31 +211,30 @@ mod tests {
     }
 
     #[test]
-    fn interface_semver_range() {
-        assert!(check_interface_version(&manifest("0.1.0")).is_ok());
-        assert!(check_interface_version(&manifest("0.1.7")).is_ok());
-        for bad in ["0.2.0", "1.0.0", "0.0.9", "x"] {
-            let e = check_interface_version(&manifest(bad))
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains(bad) && e.contains(HOST_INTERFACE_VERSION), "{e}");
-        }
-    }
-
-    #[test]
     fn http_import_needs_declaration() {
         let imports = vec![
-            "ragen:gym/http@0.1.0".to_string(),
+            format!("ragen:gym/http@{INTERFACE_VERSION}"),
             "wasi:filesystem/types@0.2.6".to_string(),
         ];
         assert!(matches!(
-            check_imports(&manifest("0.1.0"), &imports),
+            check_imports(&manifest(INTERFACE_VERSION), &imports),
             Err(LoadError::ForbiddenImport { .. })
         ));
-        let mut m = manifest("0.1.0");
+        let mut m = manifest(INTERFACE_VERSION);
         m.capabilities.http = vec!["127.0.0.1:3000".into()];
         assert!(check_imports(&m, &imports).is_ok());
         assert!(check_imports(&m, &["evil:x/y".to_string()]).is_err());
+        // The reward-plugin world has no http import, declared or not.
+        m.kind = PluginKind::RewardFunction;
+        match check_imports(&m, &imports) {
+            Err(e @ LoadError::ForbiddenImport { .. }) => {
+                assert!(
+                    e.to_string().contains("only available to environment"),
+                    "{e}"
+                );
+            }
+            other => panic!("expected ForbiddenImport, got {other:?}"),
+        }
     }
 
     #[test]

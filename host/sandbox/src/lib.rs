@@ -21,13 +21,11 @@
 
 mod bindings;
 mod cache;
-pub mod check;
 pub mod config;
 pub mod error;
 pub mod http;
 pub mod http_reqwest;
 pub mod inspect;
-pub mod manifest;
 pub mod output;
 pub mod plugin;
 pub mod reward;
@@ -35,13 +33,11 @@ pub mod sandbox;
 mod state;
 pub mod wasm_env;
 
-pub use check::{CheckReport, check_env};
 pub use config::{Grants, SandboxConfig, default_cache_dir};
 pub use error::LoadError;
 pub use http::{CapabilityGranter, HostPort, HttpError, HttpRequest, HttpResponse, HttpTransport};
 pub use http_reqwest::ReqwestTransport;
 pub use inspect::{PluginInfo, inspect_bytes, sha256_hex};
-pub use manifest::{Capabilities, Manifest, ManifestLimits, PluginKind};
 pub use plugin::Plugin;
 pub use reward::WasmRewardFunction;
 pub use sandbox::Sandbox;

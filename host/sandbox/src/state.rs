@@ -27,11 +27,7 @@ impl rand_core::TryRng for SeededRng {
     }
     fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
         let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        Ok(z ^ (z >> 31))
+        Ok(ragen_gym_core::splitmix64(&mut s))
     }
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
         for chunk in dst.chunks_mut(8) {

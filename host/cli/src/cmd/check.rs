@@ -26,11 +26,10 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let plugin = load(&args.plugin, &args.sandbox)?;
     let grants = args.sandbox.grants()?;
-    let report = ragen_gym_sandbox::check_env(|| {
+    let report = ragen_gym_core::check_env(|| {
         plugin
             .new_env(&args.config, grants.clone())
             .map(|e| Box::new(e) as Box<dyn Env>)
-            .map_err(|e| e.to_string())
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

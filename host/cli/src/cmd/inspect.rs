@@ -46,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!(
             "interface version: {} (host supports {})",
             m.interface_version,
-            ragen_gym_sandbox::manifest::SUPPORTED_INTERFACE
+            ragen_gym_core::version::supported_interface()
         );
         println!("description:       {}", m.description);
         println!("sha256:            {}", info.sha256);

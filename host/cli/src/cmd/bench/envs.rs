@@ -3,7 +3,8 @@
 //! (instantiate + constructor + spec + reset, µs). Timing noise between runs is large (±40 %,
 //! `shared/spec/wasm.md`), so only ratios within one run are meaningful.
 
-use crate::cmd::plugin_args::{read_plugin, splitmix};
+use crate::cmd::plugin_args::read_plugin;
+use ragen_gym_core::splitmix64;
 use ragen_gym_core::{Env, NativeEnv};
 use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig};
 use std::time::{Duration, Instant};
@@ -35,7 +36,7 @@ fn steps_per_second(env: &mut dyn Env, steps: u64) -> anyhow::Result<(f64, f64)>
     env.reset(seed)?;
     let (mut step_time, mut reset_time, mut resets) = (Duration::ZERO, Duration::ZERO, 0u32);
     for _ in 0..steps {
-        let a = &names[(splitmix(&mut rng) % names.len() as u64) as usize];
+        let a = &names[(splitmix64(&mut rng) % names.len() as u64) as usize];
         let t = Instant::now();
         let r = env.step(a)?;
         step_time += t.elapsed();

@@ -3,7 +3,8 @@
 //! policy draws actions from a generator seeded by `S + i`, so the same seed gives the same
 //! numbers (steps per second aside).
 
-use super::plugin_args::{SandboxArgs, load, splitmix};
+use super::plugin_args::{SandboxArgs, load};
+use ragen_gym_core::splitmix64;
 
 mod model;
 use ragen_gym_core::Env;
@@ -106,7 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &listed
                 }
             };
-            let action = &names[(splitmix(&mut rng) % names.len() as u64) as usize];
+            let action = &names[(splitmix64(&mut rng) % names.len() as u64) as usize];
             let t = Instant::now();
             let r = env.step(action);
             env_time += t.elapsed();

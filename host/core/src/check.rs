@@ -4,7 +4,9 @@
 //! twice on fresh envs), and limits (episodes end within `max_episode_steps` without plugin
 //! errors; rewards finite).
 
-use ragen_gym_core::{Env, EnvCallError, ResetResult, StepResult};
+use crate::env::{Env, EnvCallError};
+use crate::rng::splitmix64;
+use ragen_gym_sdk::{ResetResult, StepResult};
 use serde::Serialize;
 
 /// Result of [`check_env`].
@@ -41,14 +43,6 @@ fn fingerprint(r: &StepResult) -> String {
     )
 }
 
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// Free-text probes for envs without discrete action names.
 const TEXT_ACTIONS: [&str; 4] = ["search[shoes]", "click[item 1]", "help", ""];
 
@@ -63,11 +57,10 @@ fn episode(env: &mut dyn Env, seed: u64, rng_seed: u64) -> Result<(String, Vec<S
     for _ in 0..limit {
         let action = match &spec.action_names {
             Some(names) if !names.is_empty() => {
-                names[(splitmix(&mut rng) % names.len() as u64) as usize].clone()
+                names[(splitmix64(&mut rng) % names.len() as u64) as usize].clone()
             }
-            _ => {
-                TEXT_ACTIONS[(splitmix(&mut rng) % TEXT_ACTIONS.len() as u64) as usize].to_string()
-            }
+            _ => TEXT_ACTIONS[(splitmix64(&mut rng) % TEXT_ACTIONS.len() as u64) as usize]
+                .to_string(),
         };
         let r = env
             .step(&action)
@@ -85,7 +78,7 @@ fn episode(env: &mut dyn Env, seed: u64, rng_seed: u64) -> Result<(String, Vec<S
 }
 
 /// Check an env built by `make` (called several times: each check uses fresh envs).
-pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, String>) -> CheckReport {
+pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, EnvCallError>) -> CheckReport {
     let mut report = CheckReport {
         env_id: String::new(),
         ok: false,
@@ -108,7 +101,7 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, String>) -> Chec
 
     // Reset determinism: same seed twice on one env, and on a second fresh env.
     let reset_det = (|| -> Result<(), String> {
-        let mut other = make()?;
+        let mut other = make().map_err(|e| e.to_string())?;
         for seed in SEEDS {
             let a = env.reset(seed).map_err(|e| e.to_string())?.observation;
             let b = env.reset(seed).map_err(|e| e.to_string())?.observation;
@@ -134,8 +127,8 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, String>) -> Chec
     // Step determinism: a seeded random action log replayed on two fresh envs.
     let step_det = (|| -> Result<(), String> {
         for (i, seed) in SEEDS.iter().enumerate() {
-            let mut a = make()?;
-            let mut b = make()?;
+            let mut a = make().map_err(|e| e.to_string())?;
+            let mut b = make().map_err(|e| e.to_string())?;
             let ra = episode(a.as_mut(), *seed, 1000 + i as u64)?;
             let rb = episode(b.as_mut(), *seed, 1000 + i as u64)?;
             if ra != rb {
@@ -218,4 +211,100 @@ fn check_spec(env: &dyn Env) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::NativeEnv;
+    use ragen_gym_sdk::{EnvError, EnvSpec, Environment};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Walk right to 3 (reward 1, success); `Left` is a no-op. With `leaky`, the first
+    /// observation counts resets across every instance, which breaks reset determinism.
+    struct Walk {
+        at: u32,
+        leaky: bool,
+    }
+
+    static RESETS: AtomicU64 = AtomicU64::new(0);
+
+    impl Environment for Walk {
+        fn spec(_config: &str) -> Result<EnvSpec, EnvError> {
+            Ok(EnvSpec {
+                id: "test/Walk-v0".into(),
+                version: "0.1.0".into(),
+                description: "Walk right.".into(),
+                instruction: "Go right three times.".into(),
+                action_names: Some(vec!["Left".into(), "Right".into()]),
+                symbol_legend: None,
+                max_episode_steps: 8,
+                reward_threshold: Some(1.0),
+                default_config: "{}".into(),
+            })
+        }
+        fn new(config: &str) -> Result<Self, EnvError> {
+            Ok(Self {
+                at: 0,
+                leaky: config == "leaky",
+            })
+        }
+        fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvError> {
+            self.at = 0;
+            let n = RESETS.fetch_add(1, Ordering::Relaxed);
+            let observation = if self.leaky {
+                format!("reset number {n}")
+            } else {
+                format!("at 0 (seed {seed})")
+            };
+            Ok(ResetResult {
+                observation,
+                info: vec![],
+            })
+        }
+        fn step(&mut self, action: &str) -> Result<StepResult, EnvError> {
+            let valid = action == "Left" || action == "Right";
+            if action == "Right" {
+                self.at += 1;
+            }
+            let done = self.at >= 3;
+            Ok(StepResult {
+                observation: format!("at {}", self.at),
+                reward: if done { 1.0 } else { 0.0 },
+                terminated: done,
+                truncated: false,
+                action_is_valid: valid,
+                action_is_effective: action == "Right",
+                success: done,
+                info: vec![],
+            })
+        }
+    }
+
+    fn make(config: &'static str) -> impl FnMut() -> Result<Box<dyn Env>, EnvCallError> {
+        move || Ok(Box::new(NativeEnv::<Walk>::new(config)?) as Box<dyn Env>)
+    }
+
+    #[test]
+    fn a_deterministic_env_passes_every_check() {
+        let report = check_env(make(""));
+        assert!(report.ok, "{:?}", report.failures);
+        assert_eq!(report.env_id, "test/Walk-v0");
+        assert_eq!(
+            report.passed,
+            ["spec", "reset_determinism", "step_determinism", "limits"]
+        );
+    }
+
+    #[test]
+    fn state_shared_across_resets_fails_reset_determinism() {
+        let report = check_env(make("leaky"));
+        assert!(!report.ok);
+        assert_eq!(report.passed, ["spec", "limits"], "{:?}", report.failures);
+        assert!(
+            report.failures[0].starts_with("reset_determinism: reset(0) twice on one env"),
+            "{:?}",
+            report.failures
+        );
+    }
 }

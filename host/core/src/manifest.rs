@@ -1,14 +1,10 @@
-//! The plugin manifest: JSON embedded by the SDK in the component's `ragen:plugin` custom
-//! section (see `ragen_gym_sdk::manifest`), read without running plugin code.
+//! The plugin manifest: JSON embedded by the SDK in the component's custom section
+//! [`MANIFEST_SECTION`], read by the host without running plugin code (`ragen-gym inspect`).
+//! The semver check of its `interface_version` is in [`crate::version`].
 
 use serde::{Deserialize, Serialize};
 
-/// Range of `ragen:gym` interface versions this host accepts (semver-compatible with 0.1.0:
-/// before 1.0 a minor bump is breaking, so `^0.1.0` = `>=0.1.0, <0.2.0`).
-pub const SUPPORTED_INTERFACE: &str = "^0.1.0";
-
-/// The host's own interface version (the WIT package it was built from).
-pub const HOST_INTERFACE_VERSION: &str = "0.1.0";
+pub use ragen_gym_sdk::MANIFEST_SECTION;
 
 /// What a plugin is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,6 +14,16 @@ pub enum PluginKind {
     Environment,
     /// Exports `ragen:gym/reward-function` (world `reward-plugin`).
     RewardFunction,
+}
+
+impl PluginKind {
+    /// The interface a plugin of this kind must export (without version).
+    pub fn export(self) -> &'static str {
+        match self {
+            Self::Environment => "ragen:gym/environment",
+            Self::RewardFunction => "ragen:gym/reward-function",
+        }
+    }
 }
 
 /// Capabilities a plugin asks for. Each must also be granted by the user.
@@ -35,7 +41,7 @@ pub struct Capabilities {
     pub random: bool,
 }
 
-/// Per-call limits the plugin suggests; the host clamps them to its own maxima.
+/// Per-call limits the plugin asks for; the host takes the lower of these and its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ManifestLimits {
@@ -47,7 +53,7 @@ pub struct ManifestLimits {
     pub memory_bytes: Option<u64>,
 }
 
-/// The manifest a plugin embeds (`ragen:plugin` custom section, JSON).
+/// The manifest a plugin embeds ([`MANIFEST_SECTION`] custom section, JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
@@ -65,7 +71,33 @@ pub struct Manifest {
     /// Requested capabilities.
     #[serde(default)]
     pub capabilities: Capabilities,
-    /// Suggested limits.
+    /// Requested limits.
     #[serde(default)]
     pub limits: ManifestLimits,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_form_and_rejects_unknown_keys() {
+        let m: Manifest = serde_json::from_str(
+            r#"{"id":"ragen/Sokoban-v0","version":"0.1.0","interface_version":"0.1.0",
+                "kind":"environment","capabilities":{"http":["127.0.0.1:3000"]},
+                "limits":{"fuel_per_call":1000}}"#,
+        )
+        .unwrap();
+        assert_eq!(m.kind, PluginKind::Environment);
+        assert_eq!(m.capabilities.http, ["127.0.0.1:3000"]);
+        assert!(!m.capabilities.clock && !m.capabilities.random);
+        assert_eq!(m.limits.fuel_per_call, Some(1000));
+        assert_eq!(m.limits.memory_bytes, None);
+        let unknown = serde_json::from_str::<Manifest>(
+            r#"{"id":"a/B-v0","version":"0.1.0","interface_version":"0.1.0",
+                "kind":"reward-function","colour":"red"}"#,
+        )
+        .unwrap_err();
+        assert!(unknown.to_string().contains("colour"), "{unknown}");
+    }
 }
