@@ -68,6 +68,12 @@ impl Critic {
         })
     }
 
+    /// The same critic computing in `dtype` (see [`crate::Policy::with_compute_dtype`]).
+    pub fn with_compute_dtype(mut self, dtype: DType) -> Self {
+        self.backbone = self.backbone.with_compute_dtype(dtype);
+        self
+    }
+
     /// Values of every position: [B, T] f32 (position t values the state after token t).
     /// Backpropagates into the trainable tensors.
     ///

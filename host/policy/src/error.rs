@@ -70,6 +70,14 @@ pub enum PolicyError {
         /// Why it is invalid.
         reason: String,
     },
+    /// The requested device cannot be used (no `cuda` feature, no driver, no such GPU).
+    #[error("open device {requested}: {reason}")]
+    Device {
+        /// The device as requested (`cuda:0`).
+        requested: String,
+        /// Why it cannot be opened.
+        reason: String,
+    },
     /// A checkpoint is incomplete or inconsistent.
     #[error("checkpoint {path}: {reason}")]
     Checkpoint {

@@ -18,6 +18,7 @@ pub mod config;
 pub mod constrain;
 pub mod critic;
 pub mod device;
+mod device_sampling;
 pub mod error;
 pub mod loader;
 pub mod lora;
@@ -39,7 +40,7 @@ pub use checkpoint::{
 pub use config::{Family, ModelConfig};
 pub use constrain::{ActionGrammar, ActionIndex, Constraint, Guide, Next, Thinking, TokenKind};
 pub use critic::Critic;
-pub use device::{compute_dtype, default_device};
+pub use device::{DeviceSpec, compute_dtype, default_device, device_label, device_memory_used};
 pub use error::{PolicyError, Result};
 pub use loader::{
     LoadedModel, cache_dir, default_model_path, load, load_default, load_on, load_spec,

@@ -61,6 +61,17 @@ impl LoadedModel {
     }
 }
 
+impl LoadedModel {
+    /// Write the model as a Hugging Face directory (`model.safetensors` in f32, `config.json`,
+    /// `tokenizer.json`) into `dir`, which must exist; [`load`] reads it back.
+    ///
+    /// # Errors
+    /// I/O errors naming the file.
+    pub fn save_pretrained(&self, dir: &Path) -> Result<()> {
+        crate::policy::write_hf_dir(dir, &self.config, &self.weights, &self.tokenizer)
+    }
+}
+
 /// Resolve a model setting: `"default"` (or empty) is [`default_model_path`], anything else a
 /// path to a `.gguf` file or a Hugging Face directory.
 pub fn resolve_model_path(spec: &str) -> PathBuf {
@@ -107,8 +118,13 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
 /// Like [`load`], on the given device.
 ///
 /// # Errors
-/// See [`load`].
+/// See [`load`]; a missing default model gives [`PolicyError::ModelMissing`].
 pub fn load_on(path: &Path, device: &Device) -> Result<LoadedModel> {
+    if path == default_model_path() && !path.exists() {
+        return Err(PolicyError::ModelMissing {
+            path: path.to_path_buf(),
+        });
+    }
     let meta = std::fs::metadata(path).map_err(|e| PolicyError::io(path, e))?;
     let loaded = if meta.is_dir() {
         load_hf_dir(path, device)?

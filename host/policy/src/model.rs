@@ -266,6 +266,17 @@ impl AttentionMask {
     }
 }
 
+impl AttentionMask {
+    /// The same mask with its rotary tables in `dtype` (free when they already are).
+    fn with_table_dtype(&self, dtype: DType) -> Result<Self> {
+        Ok(Self {
+            cos: self.cos.to_dtype(dtype)?,
+            sin: self.sin.to_dtype(dtype)?,
+            bias: self.bias.clone(),
+        })
+    }
+}
+
 /// Per-layer key/value cache for sampling: `k`, `v` of shape [B, KV, Tk, head_dim].
 #[derive(Debug, Clone, Default)]
 pub struct KvCache {
@@ -286,6 +297,30 @@ impl KvCache {
             .first()
             .and_then(|l| l.as_ref())
             .map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
+    }
+
+    /// Append the rows of `other` (same layers and key length) after this cache's rows; an
+    /// empty cache takes `other` as it is.
+    ///
+    /// # Errors
+    /// Fails when layer counts or shapes differ.
+    pub fn append_rows(&mut self, other: KvCache) -> Result<()> {
+        if self.layers.iter().all(Option::is_none) {
+            *self = other;
+            return Ok(());
+        }
+        if other.layers.len() != self.layers.len() {
+            return Err(PolicyError::arg("cache", "different layer counts"));
+        }
+        for (mine, theirs) in self.layers.iter_mut().zip(other.layers) {
+            *mine = match (mine.take(), theirs) {
+                (Some((k, v)), Some((k2, v2))) => {
+                    Some((Tensor::cat(&[&k, &k2], 0)?, Tensor::cat(&[&v, &v2], 0)?))
+                }
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(())
     }
 
     /// Keep only the given batch rows (in this order), e.g. to drop finished sequences.
@@ -405,6 +440,34 @@ impl LlamaModel {
         })
     }
 
+    /// The dtype matrix multiplications run in: [`crate::compute_dtype`] of the device unless
+    /// set with [`LlamaModel::with_compute_dtype`]. Reductions and outputs stay f32.
+    pub fn compute_dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The same weights (shared) computing in `dtype`, e.g. f32 on CUDA for a reference forward
+    /// or bf16 on the CPU to test the GPU's precision. Master weights are not converted.
+    pub fn with_compute_dtype(&self, dtype: DType) -> Self {
+        let mut m = self.clone();
+        m.dtype = dtype;
+        m
+    }
+
+    /// A detached model for inference whose matrices are stored in the compute dtype, so a bf16
+    /// forward does not convert every f32 master weight again at each decode step. In f32 it
+    /// shares the weights (no copy); in bf16 it does not see later optimiser steps.
+    ///
+    /// # Errors
+    /// Allocation failures.
+    pub fn inference_view(&self) -> Result<Self> {
+        let dtype = self.dtype;
+        self.map(|t| {
+            let t = t.detach();
+            Ok(if t.rank() >= 2 { t.to_dtype(dtype)? } else { t })
+        })
+    }
+
     /// A view of the same weights without autograd: sees optimiser updates (in-place `Var::set`)
     /// but never records a graph. Use it for sampling, so the KV cache keeps no graph alive.
     pub fn detached(&self) -> Self {
@@ -511,6 +574,7 @@ impl LlamaModel {
         mut cache: Option<&mut KvCache>,
     ) -> Result<Tensor> {
         let (b, t) = input_ids.dims2()?;
+        let mask = &mask.with_table_dtype(self.dtype)?;
         let mut x = self
             .embed_tokens
             .index_select(&input_ids.flatten_all()?, 0)?

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use candle_core::{DType, Tensor, Var};
+use candle_core::{DType, Device, Tensor, Var};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -165,6 +165,13 @@ impl Policy {
         })
     }
 
+    /// The same policy computing in `dtype` (bf16 or f32; master weights stay f32). Models are
+    /// created with [`crate::compute_dtype`] of their device; this overrides it.
+    pub fn with_compute_dtype(mut self, dtype: DType) -> Self {
+        self.model = self.model.with_compute_dtype(dtype);
+        self
+    }
+
     /// The autograd model (use with [`crate::score`] for training).
     pub fn model(&self) -> &LlamaModel {
         &self.model
@@ -253,12 +260,21 @@ impl Policy {
     }
 
     /// Load a policy written by [`Policy::save_pretrained`] (LoRA when `adapter_config.json`
-    /// exists, else full fine-tuning).
+    /// exists, else full fine-tuning) onto [`crate::default_device`].
     ///
     /// # Errors
     /// [`PolicyError::Checkpoint`] naming the file when it is incomplete.
     pub fn from_pretrained(dir: &Path, seed: u64) -> Result<Self> {
-        let loaded = crate::loader::load(dir)?;
+        Self::from_pretrained_on(dir, seed, &crate::default_device()?)
+    }
+
+    /// Like [`Policy::from_pretrained`], on `device`. Checkpoints hold f32 tensors whatever
+    /// device wrote them, so one written on a GPU resumes on the CPU and vice versa.
+    ///
+    /// # Errors
+    /// See [`Policy::from_pretrained`].
+    pub fn from_pretrained_on(dir: &Path, seed: u64, device: &Device) -> Result<Self> {
+        let loaded = crate::loader::load_on(dir, device)?;
         let adapter_cfg = dir.join("adapter_config.json");
         if !adapter_cfg.exists() {
             return Self::new(&loaded, Trainable::Full, seed);
@@ -304,8 +320,14 @@ pub(crate) fn write_hf_dir(
     weights: &Weights,
     tok: &Tokenizer,
 ) -> Result<()> {
+    // f32 on disk whatever the compute dtype and device, so a checkpoint written on a GPU resumes
+    // on the CPU and vice versa (docs/gpu.md). A no-op for f32 master weights.
+    let weights = weights
+        .iter()
+        .map(|(k, t)| Ok((k.clone(), t.to_dtype(DType::F32)?)))
+        .collect::<Result<Weights>>()?;
     let path = dir.join("model.safetensors");
-    candle_core::safetensors::save(weights, &path)
+    candle_core::safetensors::save(&weights, &path)
         .map_err(|e| PolicyError::io(&path, std::io::Error::other(e.to_string())))?;
     let mut cfg_json =
         serde_json::to_value(cfg).map_err(|e| PolicyError::arg("config", e.to_string()))?;

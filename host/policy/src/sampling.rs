@@ -100,6 +100,28 @@ pub fn sample_constrained(
     params: &SamplingParams,
     constraint: Option<&Constraint>,
 ) -> Result<Vec<Sample>> {
+    sample_chunked(
+        model,
+        tokenizer,
+        prompts,
+        params,
+        constraint,
+        PREFILL_SCORE_BYTES,
+    )
+}
+
+/// Most bytes of f32 attention scores one prefill chunk may hold (see [`sample_chunked`]).
+const PREFILL_SCORE_BYTES: usize = 1 << 30;
+
+/// [`sample_constrained`] with a given prefill budget (tests force small chunks).
+pub(crate) fn sample_chunked(
+    model: &LlamaModel,
+    tokenizer: &Tokenizer,
+    prompts: &[Vec<u32>],
+    params: &SamplingParams,
+    constraint: Option<&Constraint>,
+    prefill_score_bytes: usize,
+) -> Result<Vec<Sample>> {
     let valid = params.temperature >= 0.0 && params.top_p > 0.0 && params.top_p <= 1.0;
     if !valid {
         return Err(PolicyError::arg(
@@ -126,7 +148,8 @@ pub fn sample_constrained(
     if b == 0 || params.max_new_tokens == 0 {
         return Ok(out);
     }
-    let model = model.detached();
+    // Matrices in the compute dtype once (a bf16 copy on CUDA), not at every decode step.
+    let model = model.inference_view()?;
     let cfg = model.config().clone();
     let device = model.device().clone();
     let stop_ids = tokenizer.stop_token_ids().to_vec();
@@ -149,16 +172,35 @@ pub fn sample_constrained(
         .collect();
     // Constrained decoding hook (#9): one grammar state machine per row.
     let mut guides: Vec<Option<Guide>> = (0..b).map(|_| constraint.map(Guide::new)).collect();
+    // Prefill in row chunks: the attention scores of a chunk are [rows, heads, L, L] f32, which
+    // for 128 prompts of 2,500 tokens (a fifth RAGEN turn) would be 45 GB at once.
+    let per_row = cfg.num_attention_heads * l * l * std::mem::size_of::<f32>();
+    let rows_per_chunk = (prefill_score_bytes / per_row).clamp(1, b);
     let mut cache = KvCache::new(cfg.num_hidden_layers);
-    let input = Tensor::from_vec(ids, (b, l), &device)?;
-    let mask = AttentionMask::new(&key_valid, l, &cfg, &device)?;
-    let hidden = model.forward_hidden(&input, &mask, Some(&mut cache))?;
-    let last = hidden.narrow(1, l - 1, 1)?.squeeze(1)?;
+    let mut last = Vec::with_capacity(b.div_ceil(rows_per_chunk));
+    for start in (0..b).step_by(rows_per_chunk) {
+        let n = rows_per_chunk.min(b - start);
+        let input = Tensor::from_slice(&ids[start * l..(start + n) * l], (n, l), &device)?;
+        let mask = AttentionMask::new(&key_valid[start..start + n], l, &cfg, &device)?;
+        let mut part = KvCache::new(cfg.num_hidden_layers);
+        let hidden = model.forward_hidden(&input, &mask, Some(&mut part))?;
+        last.push(hidden.narrow(1, l - 1, 1)?.squeeze(1)?);
+        cache.append_rows(part)?;
+    }
+    let last = Tensor::cat(&last, 0)?;
     let mut logits = model.lm_logits(&last)?; // [n_active, V]
     let mut active: Vec<usize> = (0..b).collect();
     let mut done = vec![false; b];
     loop {
-        let rows: Vec<Vec<f32>> = logits.to_vec2()?;
+        // Without a constraint every row is free: on a GPU the tokens are chosen next to the
+        // logits (device_sampling.rs). Constrained rows mask host copies of their logits.
+        let (free, rows): (Option<(Vec<u32>, Vec<f32>)>, Vec<Vec<f32>>) = match constraint {
+            None => (
+                Some(next_tokens(&logits, params, &mut rngs, &active)?),
+                Vec::new(),
+            ),
+            Some(_) => (None, logits.to_vec2()?),
+        };
         let mut next = Vec::with_capacity(active.len());
         for (i, &row) in active.iter().enumerate() {
             // Constrained decoding hook (#9): the row's guide may force the token or restrict
@@ -167,9 +209,10 @@ pub fn sample_constrained(
             let step = guides[row]
                 .as_mut()
                 .map_or(Next::Free, |g| g.next(remaining));
-            let (tok, lp) = match &step {
-                Next::Forced(t) => (*t, 0.0),
-                Next::Free | Next::Choice(_) => {
+            let (tok, lp) = match (&step, &free) {
+                (Next::Forced(t), _) => (*t, 0.0),
+                (Next::Free, Some((tokens, logprobs))) => (tokens[i], logprobs[i]),
+                (Next::Free | Next::Choice(_), _) => {
                     let masked;
                     let logit = match &step {
                         Next::Choice(set) => {
@@ -235,8 +278,36 @@ pub fn sample_constrained(
     Ok(out)
 }
 
+/// The next token of each active row (`active` ascending; `rngs` indexed by row) and its
+/// log-prob: on the device when the logits live on a GPU (`device_sampling.rs`), else on the host.
+fn next_tokens(
+    logits: &Tensor,
+    params: &SamplingParams,
+    rngs: &mut [ChaCha8Rng],
+    active: &[usize],
+) -> Result<(Vec<u32>, Vec<f32>)> {
+    if crate::device_sampling::applies(logits.device(), params) {
+        let mut rows: Vec<&mut ChaCha8Rng> = rngs
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| active.binary_search(i).is_ok())
+            .map(|(_, r)| r)
+            .collect();
+        return crate::device_sampling::choose_tokens(logits, params.temperature, &mut rows);
+    }
+    let rows: Vec<Vec<f32>> = logits.to_vec2()?;
+    Ok(active
+        .iter()
+        .zip(&rows)
+        .map(|(&row, logit)| {
+            let tok = choose(logit, params, &mut rngs[row]);
+            (tok, log_softmax(logit)[tok as usize])
+        })
+        .unzip())
+}
+
 /// Log-softmax of one row in f64 accumulation.
-fn log_softmax(logits: &[f32]) -> Vec<f32> {
+pub(crate) fn log_softmax(logits: &[f32]) -> Vec<f32> {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let sum: f64 = logits.iter().map(|&x| f64::from(x - max).exp()).sum();
     let lse = sum.ln() as f32 + max;
@@ -244,7 +315,7 @@ fn log_softmax(logits: &[f32]) -> Vec<f32> {
 }
 
 /// Pick the next token: argmax when greedy, else temperature + top-k + top-p sampling.
-fn choose(logits: &[f32], p: &SamplingParams, rng: &mut ChaCha8Rng) -> u32 {
+pub(crate) fn choose(logits: &[f32], p: &SamplingParams, rng: &mut ChaCha8Rng) -> u32 {
     let argmax = || {
         let mut best = 0;
         for (i, &x) in logits.iter().enumerate() {

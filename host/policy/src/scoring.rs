@@ -107,6 +107,34 @@ impl TokenBatch {
         Self::new(ids, att, lm)
     }
 
+    /// Rows `prompt ++ response`, right-padded with `pad_id`, scoring the response tokens (how a
+    /// sample is scored for training or checked against its sampling log-probs).
+    ///
+    /// # Errors
+    /// [`PolicyError::InvalidArgument`] when the counts differ or a prompt is empty.
+    pub fn prompts_and_responses(
+        prompts: &[Vec<u32>],
+        responses: &[Vec<u32>],
+        pad_id: u32,
+    ) -> Result<Self> {
+        if prompts.len() != responses.len() || prompts.iter().any(Vec::is_empty) {
+            return Err(PolicyError::arg(
+                "prompts",
+                "need one non-empty prompt per response",
+            ));
+        }
+        let seqs: Vec<(Vec<u32>, Vec<u8>)> = prompts
+            .iter()
+            .zip(responses)
+            .map(|(p, r)| {
+                let ids: Vec<u32> = p.iter().chain(r).copied().collect();
+                let mask = (0..ids.len()).map(|i| u8::from(i >= p.len())).collect();
+                (ids, mask)
+            })
+            .collect();
+        Self::right_padded(&seqs, pad_id)
+    }
+
     /// B.
     pub fn batch_size(&self) -> usize {
         self.input_ids.len()

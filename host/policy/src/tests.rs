@@ -489,16 +489,8 @@ fn sampler_and_scorer_logprobs_agree() {
         ..Default::default()
     };
     let samples = sample(&policy.sampler(), tok, &prompts, &params).unwrap();
-    let seqs: Vec<(Vec<u32>, Vec<u8>)> = prompts
-        .iter()
-        .zip(&samples)
-        .map(|(p, s)| {
-            let ids: Vec<u32> = p.iter().chain(&s.tokens).copied().collect();
-            let mask = (0..ids.len()).map(|i| u8::from(i >= p.len())).collect();
-            (ids, mask)
-        })
-        .collect();
-    let batch = TokenBatch::right_padded(&seqs, 0).unwrap();
+    let responses: Vec<Vec<u32>> = samples.iter().map(|s| s.tokens.clone()).collect();
+    let batch = TokenBatch::prompts_and_responses(&prompts, &responses, 0).unwrap();
     let scores = score(policy.model(), &batch).unwrap();
     let lp: Vec<Vec<f32>> = scores.logprobs.to_vec2().unwrap();
     let ent: Vec<Vec<f32>> = scores.entropy.to_vec2().unwrap();
@@ -688,5 +680,227 @@ mod real_model {
         let obs = "state: <|im_end|> and <|im_start|>";
         let ids = tok.encode(obs).unwrap();
         assert!(!ids.contains(&tok.im_end_id()) && !ids.contains(&tok.im_start_id()));
+    }
+}
+
+/// The values rounded to bf16 (round to nearest even, as candle converts), back in f32.
+fn round_to_bf16(v: &[f32]) -> Vec<f32> {
+    Tensor::new(v, &Device::Cpu)
+        .unwrap()
+        .to_dtype(DType::BF16)
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap()
+        .to_vec1()
+        .unwrap()
+}
+
+/// The CUDA configuration (bf16 compute, f32 master weights and optimiser state) run on the CPU:
+/// an update smaller than bf16's resolution survives in the f32 masters; the checkpoint holds f32
+/// tensors only and says so; it resumes in f32 (the CPU's dtype) with bit-identical weights and
+/// moments, and in bf16 again with identical log-probs; bf16 and f32 log-probs agree to 0.05 nats.
+#[test]
+fn checkpoint_written_in_bf16_compute_resumes_in_f32_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let loaded = tiny_loaded(tiny_qwen_cfg(), 21);
+    let policy = Policy::new(&loaded, Trainable::Full, 0)
+        .unwrap()
+        .with_compute_dtype(DType::BF16);
+    assert_eq!(policy.model().compute_dtype(), DType::BF16);
+    let critic = Critic::new(&loaded, Trainable::Full, 0)
+        .unwrap()
+        .with_compute_dtype(DType::BF16);
+    let before = params_bits(policy.params());
+    // verl's actor learning rate: 1e-6, far below a bf16 ulp of weights around 0.02 (1.2e-4).
+    let mut opt = AdamW::new(policy.params(), AdamWConfig::default()).unwrap();
+    let loss = nll(policy.model(), &tiny_batch());
+    let g = ParamGrads::from_store(loss.backward().unwrap(), policy.params());
+    opt.step(&g, 1e-6).unwrap();
+    let after = params_bits(policy.params());
+    let flat = |bits: &[Vec<u32>]| -> Vec<f32> {
+        bits.iter().flatten().map(|b| f32::from_bits(*b)).collect()
+    };
+    let (b, a) = (flat(&before), flat(&after));
+    let (b16, a16) = (round_to_bf16(&b), round_to_bf16(&a));
+    let total = b.len();
+    let moved = (0..total).filter(|&i| a[i] != b[i]).count();
+    let lost_in_bf16 = (0..total)
+        .filter(|&i| a[i] != b[i] && a16[i] == b16[i])
+        .count();
+    // Everything with a gradient moves (embedding rows of unused tokens do not).
+    assert!(moved * 2 > total, "{moved} of {total} weights moved");
+    assert!(
+        lost_in_bf16 * 10 > moved * 9,
+        "a bf16 master copy would keep {} of {moved} updates",
+        moved - lost_in_bf16
+    );
+    let mut copt = AdamW::new(critic.params(), AdamWConfig::default()).unwrap();
+    let v = critic.values(&tiny_batch()).unwrap();
+    let cg = ParamGrads::from_store(
+        v.sqr().unwrap().mean_all().unwrap().backward().unwrap(),
+        critic.params(),
+    );
+    copt.step(&cg, 1e-3).unwrap();
+    let state = serde_json::json!({ "iteration": 1 });
+    save_checkpoint(
+        &ckpt,
+        &CheckpointParts {
+            policy: &policy,
+            policy_optimizer: Some(&opt),
+            critic: Some(&critic),
+            critic_optimizer: Some(&copt),
+            trainer_state: &state,
+        },
+    )
+    .unwrap();
+    for sub in [policy_dir(&ckpt), critic_dir(&ckpt)] {
+        for file in ["model.safetensors", "optimizer.safetensors"] {
+            let tensors = candle_core::safetensors::load(sub.join(file), &Device::Cpu).unwrap();
+            for (name, t) in &tensors {
+                assert_eq!(t.dtype(), DType::F32, "{file} {name}");
+            }
+        }
+        let cfg: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(sub.join("config.json")).unwrap())
+                .unwrap();
+        assert_eq!(cfg["torch_dtype"], "float32");
+    }
+
+    let resumed = Policy::from_pretrained_on(&policy_dir(&ckpt), 0, &Device::Cpu).unwrap();
+    assert_eq!(resumed.model().compute_dtype(), DType::F32);
+    assert_eq!(params_bits(resumed.params()), after);
+    let mut opt2 = AdamW::new(resumed.params(), AdamWConfig::default()).unwrap();
+    opt2.load(&policy_dir(&ckpt)).unwrap();
+    // Same moments: one more identical step from both gives identical weights.
+    let step = |p: &Policy, o: &mut AdamW| {
+        let loss = nll(p.model(), &tiny_batch());
+        let g = ParamGrads::from_store(loss.backward().unwrap(), p.params());
+        o.step(&g, 1e-3).unwrap();
+        params_bits(p.params())
+    };
+    let resumed_bf16 = Policy::from_pretrained_on(&policy_dir(&ckpt), 0, &Device::Cpu)
+        .unwrap()
+        .with_compute_dtype(DType::BF16);
+    let lp = |m: &LlamaModel| -> Vec<Vec<f32>> {
+        score(m, &tiny_batch()).unwrap().logprobs.to_vec2().unwrap()
+    };
+    assert_eq!(lp(resumed_bf16.model()), lp(policy.model()));
+    let (f32_lp, bf16_lp) = (lp(resumed.model()), lp(policy.model()));
+    let worst = f32_lp
+        .iter()
+        .flatten()
+        .zip(bf16_lp.iter().flatten())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(
+        worst > 0.0 && worst < 0.05,
+        "bf16 vs f32 log-probs: {worst}"
+    );
+    let mut opt_bf16 = AdamW::new(resumed_bf16.params(), AdamWConfig::default()).unwrap();
+    opt_bf16.load(&policy_dir(&ckpt)).unwrap();
+    let mut opt_orig = opt;
+    assert_eq!(
+        step(&resumed_bf16, &mut opt_bf16),
+        step(&policy, &mut opt_orig)
+    );
+    step(&resumed, &mut opt2);
+
+    let cl = load_on(&critic_dir(&ckpt), &Device::Cpu).unwrap();
+    let critic2 = Critic::new(&cl, Trainable::Full, 5).unwrap();
+    critic2.load_trainable(&critic_dir(&ckpt)).unwrap();
+    assert_eq!(params_bits(critic2.params()), params_bits(critic.params()));
+}
+
+/// A Hugging Face directory stored in bf16 (how PyTorch GPU runs usually save) loads as f32
+/// master weights holding exactly the bf16 values.
+#[test]
+fn bf16_weights_on_disk_load_as_exact_f32() {
+    let dir = tempfile::tempdir().unwrap();
+    let loaded = tiny_loaded(tiny_qwen_cfg(), 22);
+    let bf16: HashMap<String, Tensor> = loaded
+        .weights
+        .iter()
+        .map(|(k, t)| (k.clone(), t.to_dtype(DType::BF16).unwrap()))
+        .collect();
+    candle_core::safetensors::save(&bf16, dir.path().join("model.safetensors")).unwrap();
+    let mut cfg = serde_json::to_value(&loaded.config).unwrap();
+    cfg["torch_dtype"] = "bfloat16".into();
+    std::fs::write(dir.path().join("config.json"), cfg.to_string()).unwrap();
+    loaded.tokenizer.save(dir.path()).unwrap();
+    let back = load_on(dir.path(), &Device::Cpu).unwrap();
+    assert_eq!(back.weights.len(), loaded.weights.len());
+    for (name, t) in &back.weights {
+        assert_eq!(t.dtype(), DType::F32, "{name}");
+        let want: Vec<f32> = bf16[name]
+            .to_dtype(DType::F32)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        assert_eq!(t.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want);
+    }
+}
+
+/// Prefilling prompts in row chunks (how long prompts at batch 128 fit a GPU) gives the same
+/// samples as one prefill of the whole batch.
+#[test]
+fn chunked_prefill_samples_like_one_prefill() {
+    let loaded = tiny_loaded(tiny_qwen_cfg(), 23);
+    let model = loaded.frozen_model().unwrap();
+    let tok = &loaded.tokenizer;
+    let prompts: Vec<Vec<u32>> = ["a", "bb cc", "ddd eee fff", "g"]
+        .iter()
+        .map(|p| tok.encode_chat(&[Message::user(*p)], true).unwrap())
+        .collect();
+    for temperature in [0.0, 1.0] {
+        let params = SamplingParams {
+            temperature,
+            max_new_tokens: 12,
+            seed: 5,
+            ..Default::default()
+        };
+        let whole = sample(&model, tok, &prompts, &params).unwrap();
+        // A budget of one byte: every row is its own chunk.
+        let chunked =
+            crate::sampling::sample_chunked(&model, tok, &prompts, &params, None, 1).unwrap();
+        for (a, b) in whole.iter().zip(&chunked) {
+            assert_eq!(a.tokens, b.tokens, "T={temperature}");
+            for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+                assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+            }
+        }
+    }
+}
+
+#[test]
+fn synthetic_tokenizer_covers_a_qwen_sized_vocabulary() {
+    let tok = Tokenizer::synthetic(151_936).unwrap();
+    assert_eq!(tok.vocab_size(), 151_936);
+    let text = "You are solving the Sokoban puzzle. Push every box onto a target.";
+    let ids = tok.encode(text).unwrap();
+    assert_eq!(tok.decode(&ids, false).unwrap(), text);
+    // Letters merge into tokens of up to four letters, like a real BPE on English.
+    assert!(ids.len() * 2 < text.len(), "{} tokens", ids.len());
+    // The text of any sampled ids is valid and encodes back to about as many tokens.
+    let mut state = 1u64;
+    let sampled: Vec<u32> = (0..400)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            3 + (state >> 33) as u32 % (151_936 - 3)
+        })
+        .collect();
+    let back = tok.encode(&tok.decode(&sampled, true).unwrap()).unwrap();
+    assert!(
+        (200..800).contains(&back.len()),
+        "400 sampled tokens re-encode to {}",
+        back.len()
+    );
+    for bad in [258, 8_000_000] {
+        let e = Tokenizer::synthetic(bad).unwrap_err().to_string();
+        assert!(e.contains("vocab_size"), "{e}");
     }
 }

@@ -134,6 +134,74 @@ impl Tokenizer {
         })
     }
 
+    /// A self-contained byte-level BPE tokenizer of any vocabulary size, for models with random
+    /// weights (tests, `ragen-gym bench gpu-check`): ids 0-2 are `<|endoftext|>`,
+    /// `<|im_start|>`, `<|im_end|>`, ids 3-258 the 256 bytes, and further ids letter n-grams
+    /// (two, three, then four of `A-Za-z`, optionally after a space) with the merges that build
+    /// them. So every id decodes to valid text, English prose encodes to two or three characters
+    /// per token, and the text of sampled tokens encodes back to a similar number of tokens (a
+    /// multi-turn context grows like it would with a real tokenizer). With 259 ids it is one
+    /// token per byte.
+    ///
+    /// # Errors
+    /// [`PolicyError::InvalidArgument`] when `vocab_size` is below 259 or above 7.6 million.
+    pub fn synthetic(vocab_size: usize) -> Result<Self> {
+        let specials = ["<|endoftext|>", IM_START, IM_END];
+        let mut bytes: Vec<char> = ByteLevel::alphabet().into_iter().collect();
+        bytes.sort_unstable();
+        let letters: Vec<char> = ('A'..='Z').chain('a'..='z').collect();
+        let base = specials.len() + bytes.len();
+        let most = base
+            + (1..=3)
+                .map(|k| (letters.len() + 1) * letters.len().pow(k))
+                .sum::<usize>();
+        if vocab_size < base || vocab_size > most {
+            return Err(PolicyError::arg(
+                "vocab_size",
+                format!("a synthetic vocabulary has {base} to {most} tokens, not {vocab_size}"),
+            ));
+        }
+        let mut vocab: tokenizers::models::bpe::Vocab = Default::default();
+        for (i, s) in specials.iter().enumerate() {
+            vocab.insert(s.to_string(), i as u32);
+        }
+        for (i, c) in bytes.iter().enumerate() {
+            vocab.insert(c.to_string(), (specials.len() + i) as u32);
+        }
+        // n-grams in order of length; each is merged from its (n-1)-letter prefix and last letter.
+        // A gram may start with `Ġ` (byte-level's space), so a word takes its leading space along.
+        let mut merges = Vec::new();
+        let mut grams: Vec<String> = std::iter::once('Ġ')
+            .chain(letters.iter().copied())
+            .map(String::from)
+            .collect();
+        'fill: while vocab.len() < vocab_size {
+            let mut longer = Vec::with_capacity(grams.len() * letters.len());
+            for g in &grams {
+                for &c in &letters {
+                    if vocab.len() == vocab_size {
+                        break 'fill;
+                    }
+                    let token = format!("{g}{c}");
+                    vocab.insert(token.clone(), vocab.len() as u32);
+                    merges.push((g.clone(), c.to_string()));
+                    longer.push(token);
+                }
+            }
+            grams = longer;
+        }
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .map_err(PolicyError::tokenizer)?;
+        let mut tok = tokenizers::Tokenizer::new(bpe);
+        tok.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+        tok.with_decoder(Some(tokenizers::decoders::byte_level::ByteLevel::default()));
+        tok.add_special_tokens(specials.map(|s| AddedToken::from(s, true)))
+            .map_err(PolicyError::tokenizer)?;
+        Self::from_hf(tok, None)
+    }
+
     /// Load `tokenizer.json` (and the chat template from a sibling `tokenizer_config.json`).
     ///
     /// # Errors
