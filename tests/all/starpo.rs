@@ -153,6 +153,7 @@ fn train_one_iteration_then_resume_with_the_default_model() {
             reward_functions: vec![],
             run_dir: run_dir.clone(),
             resume,
+            device: ragen_gym_policy::Device::Cpu,
         })
         .unwrap()
     };

@@ -31,9 +31,14 @@ fn adamw(lr: f64, weight_decay: f64) -> pol::AdamWConfig {
 
 impl Models {
     /// Load fresh models from `model.path`, or, with `resume`, the run's checkpoint (weights,
-    /// optimiser states, the iteration it was written after). Returns the models and the
-    /// iterations completed.
-    pub fn load(cfg: &Config, run: &RunDir, resume: bool) -> Result<(Self, u32), TrainError> {
+    /// optimiser states, the iteration it was written after), onto `device`. Returns the models
+    /// and the iterations completed.
+    pub fn load(
+        cfg: &Config,
+        run: &RunDir,
+        resume: bool,
+        device: &pol::Device,
+    ) -> Result<(Self, u32), TrainError> {
         let seed = cfg.seed.sampler;
         let trainable = cfg.model.trainable();
         let ckpt = run.checkpoint_path();
@@ -47,10 +52,10 @@ impl Models {
                 });
             }
             let state = run.read_trainer_state()?;
-            let policy = pol::Policy::from_pretrained(&pol::policy_dir(&ckpt), seed)?;
+            let policy = pol::Policy::from_pretrained_on(&pol::policy_dir(&ckpt), seed, device)?;
             (policy, state.iteration)
         } else {
-            let loaded = pol::load(&cfg.model.resolved_path())?;
+            let loaded = pol::load_on(&cfg.model.resolved_path(), device)?;
             (pol::Policy::new(&loaded, trainable.clone(), seed)?, 0)
         };
         let a = &cfg.actor;
@@ -65,7 +70,7 @@ impl Models {
             } else {
                 cfg.model.resolved_path()
             };
-            let critic = pol::Critic::new(&pol::load(&base)?, trainable, seed)?;
+            let critic = pol::Critic::new(&pol::load_on(&base, device)?, trainable, seed)?;
             let c = &cfg.critic;
             let mut opt = pol::AdamW::new(critic.params(), adamw(c.critic_lr, c.weight_decay))?;
             if resume {

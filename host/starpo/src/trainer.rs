@@ -41,6 +41,9 @@ pub struct TrainSetup {
     pub run_dir: PathBuf,
     /// Continue from the run directory's checkpoint.
     pub resume: bool,
+    /// Where the policy and critic live (`ragen_gym_policy::DeviceSpec::resolve`); a
+    /// checkpoint loads onto it whatever device wrote it.
+    pub device: ragen_gym_policy::Device,
 }
 
 /// The trainer.
@@ -65,7 +68,7 @@ impl Trainer {
     pub fn new(setup: TrainSetup) -> Result<Self, TrainError> {
         let run = RunDir::create(&setup.run_dir)?;
         let cfg = setup.config;
-        let (models, iteration) = Models::load(&cfg, &run, setup.resume)?;
+        let (models, iteration) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
         let train_pool = EnvPool::from_factory(&setup.make_env, cfg.train_batch_size())?;
         let val_pool = EnvPool::from_factory(&setup.make_env, cfg.val_batch_size())?;
         run.write_config(&cfg)?;
@@ -152,6 +155,22 @@ impl Trainer {
             iteration: self.iteration,
         });
         ev.check()
+    }
+
+    /// Run one iteration (rollout or Online-k reuse, log-probs, advantages, critic and actor
+    /// updates) without validation or checkpoint, reporting its events to `reporter`, and return
+    /// its metrics (`timing_s/*` included). For benchmarks such as `ragen-gym bench gpu-check`.
+    ///
+    /// # Errors
+    /// Whatever the iteration's stages return.
+    pub fn iterate(&mut self, reporter: &mut dyn Reporter) -> Result<Metrics, TrainError> {
+        let mut ev = Events::new(reporter);
+        let it = self.iteration + 1;
+        let t0 = Instant::now();
+        let mut m = self.step(it, &mut ev)?;
+        self.iteration = it;
+        m.insert("timing_s/step".into(), t0.elapsed().as_secs_f64());
+        Ok(m)
     }
 
     /// One iteration's rollout (or Online-k reuse), log-probs, advantages and update.

@@ -36,16 +36,20 @@ pub struct Args {
     /// Print one JSON object (`text`, `tokens`, `finish_reason`, timings) instead of the text.
     #[arg(long)]
     pub json: bool,
+    /// Where the model runs.
+    #[command(flatten)]
+    pub device: super::device_args::DeviceArgs,
 }
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let device = args.device.open()?;
     let t0 = Instant::now();
-    let loaded = match &args.model {
-        Some(p) => ragen_gym_policy::load(p),
-        None => ragen_gym_policy::load_default(),
-    }
-    .context("failed to load the model")?;
+    let path = args
+        .model
+        .clone()
+        .unwrap_or_else(ragen_gym_policy::default_model_path);
+    let loaded = ragen_gym_policy::load_on(&path, &device).context("failed to load the model")?;
     let load_s = t0.elapsed().as_secs_f64();
     let model = loaded.frozen_model()?;
     let tok = &loaded.tokenizer;

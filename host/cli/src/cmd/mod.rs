@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod device_args;
 pub mod eval;
 pub mod generate;
 pub mod inspect;

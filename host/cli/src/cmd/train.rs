@@ -1,8 +1,8 @@
 //! `ragen-gym train --env PLUGIN [--model M] [--config FILE] [--set k=v]... [--iterations N]
 //! [--run-dir DIR] [--resume DIR] [--allow-host H:P]`: StarPO / StarPO-S training.
 //!
-//! Config layers, lowest first: the embedded default, the CPU profile (`configs/cpu.toml`, unless
-//! built with CUDA or `--no-cpu-profile`), the env preset (`configs/<env>.toml` for a built-in),
+//! Config layers, lowest first: the embedded default, the CPU profile (`configs/cpu.toml`, when
+//! the model runs on the CPU, unless `--no-cpu-profile`), the env preset (`configs/<env>.toml` for a built-in),
 //! `--config FILE`, `RAGEN_<SECTION>__<KEY>` variables, `--set`, then `--model` / `--iterations`.
 //! With `--resume DIR` the run's own `config.toml` replaces the first four layers.
 
@@ -42,9 +42,12 @@ pub struct Args {
     /// Continue the run in DIR from its last checkpoint.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["run_dir", "config"])]
     pub resume: Option<PathBuf>,
-    /// Do not apply the CPU profile even without a GPU.
+    /// Do not apply the CPU profile even when running on the CPU.
     #[arg(long)]
     pub no_cpu_profile: bool,
+    /// Where the model runs.
+    #[command(flatten)]
+    pub device: super::device_args::DeviceArgs,
     /// A reward-function plugin (`.wasm`) whose score is added to every trajectory's env
     /// rewards (repeatable; not remembered by `--resume`, pass it again).
     #[arg(long = "reward-plugin", value_name = "PLUGIN")]
@@ -74,6 +77,7 @@ fn finish_config(builder: ConfigBuilder, args: &Args) -> Result<Config, ConfigEr
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let device = args.device.open()?;
     let (builder, env_spec, run_dir) = match &args.resume {
         Some(dir) => {
             let run = RunDir::open(dir)?;
@@ -89,7 +93,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .env
                 .clone()
                 .context("--env PLUGIN is required (or --resume DIR)")?;
-            let b = base_config(&env, args.no_cpu_profile).map_err(ExpectedError::config)?;
+            let b =
+                base_config(&env, &device, args.no_cpu_profile).map_err(ExpectedError::config)?;
             let dir = args.run_dir.clone().unwrap_or_else(|| {
                 let t = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -121,6 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         reward_functions: load_reward_functions(&args.reward_plugin, &args.sandbox)?,
         run_dir,
         resume: args.resume.is_some(),
+        device,
     })
     .map_err(|e| ExpectedError::training("training setup", e))?;
     eprintln!("run directory: {}", trainer.run_dir().display());

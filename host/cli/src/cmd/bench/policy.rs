@@ -47,6 +47,9 @@ pub struct PolicyArgs {
     /// Skip LoRA.
     #[arg(long)]
     pub no_lora: bool,
+    /// Where the model runs.
+    #[command(flatten)]
+    pub device: crate::cmd::device_args::DeviceArgs,
 }
 
 /// Reference figures (tokens/s) from `shared/models/README.md`, same machine type, 2 threads.
@@ -56,7 +59,7 @@ const REF_LLAMA_CPP_F32_B1: f64 = 21.6;
 const REF_PYTORCH_TRAIN: f64 = 45.0;
 
 /// Peak resident set size of this process in MiB (`VmHWM`).
-fn peak_rss_mib() -> Option<f64> {
+pub(crate) fn peak_rss_mib() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -64,18 +67,19 @@ fn peak_rss_mib() -> Option<f64> {
 }
 
 /// Reset the peak-RSS counter (Linux: writing 5 to clear_refs).
-fn reset_peak_rss() {
+pub(crate) fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// Run the policy benchmark.
 pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
+    let device = args.device.open()?;
     let t0 = Instant::now();
-    let loaded = match &args.model {
-        Some(p) => ragen_gym_policy::load(p),
-        None => ragen_gym_policy::load_default(),
-    }
-    .context("failed to load the model")?;
+    let path = args
+        .model
+        .clone()
+        .unwrap_or_else(ragen_gym_policy::default_model_path);
+    let loaded = ragen_gym_policy::load_on(&path, &device).context("failed to load the model")?;
     let load_s = t0.elapsed().as_secs_f64();
     let threads = candle_threads();
     let mut report = serde_json::json!({

@@ -53,6 +53,9 @@ pub struct Args {
     /// Sandbox limits and capability grants.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+    /// With `--model`: where the model runs.
+    #[command(flatten)]
+    pub device: super::device_args::DeviceArgs,
 }
 
 /// Run the subcommand.
@@ -66,6 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.no_cpu_profile,
             args.json,
             &args.sandbox,
+            &args.device.open()?,
         );
     }
     let plugin = load(&args.env, &args.sandbox)?;

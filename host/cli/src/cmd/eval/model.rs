@@ -1,7 +1,7 @@
 //! `ragen-gym eval --env PLUGIN --model CHECKPOINT|default [--set k=v]... [--json]`: the
 //! validation protocol (`docs/ragen-semantics.md` §9) with a model: `es_manager.val` groups with the fixed seeds
 //! `seed.val + i`, temperature `rollout.val_temperature`, the training budgets. The config is
-//! layered like `train` (default, CPU profile, env preset, `--set`).
+//! layered like `train` (default, CPU profile when the model runs on the CPU, env preset, `--set`).
 
 use crate::ExpectedError;
 use crate::cmd::plugin_args::{SandboxArgs, load};
@@ -14,9 +14,12 @@ use std::path::{Path, PathBuf};
 
 /// Load the model to evaluate: a run directory, a checkpoint directory, a policy directory
 /// (Hugging Face, with or without a LoRA adapter), a `.gguf` file, or `default`.
-fn load_model(spec: &str) -> anyhow::Result<(pol::LlamaModel, pol::Tokenizer, PathBuf)> {
+fn load_model(
+    spec: &str,
+    device: &pol::Device,
+) -> anyhow::Result<(pol::LlamaModel, pol::Tokenizer, PathBuf)> {
     if spec == "default" {
-        let loaded = pol::load(&pol::default_model_path())?;
+        let loaded = pol::load_on(&pol::default_model_path(), device)?;
         return Ok((
             loaded.frozen_model()?,
             loaded.tokenizer.clone(),
@@ -30,12 +33,12 @@ fn load_model(spec: &str) -> anyhow::Result<(pol::LlamaModel, pol::Tokenizer, Pa
         p.to_path_buf(),
     ] {
         if dir.join("config.json").exists() && dir.join("model.safetensors").exists() {
-            let policy = pol::Policy::from_pretrained(&dir, 0)
+            let policy = pol::Policy::from_pretrained_on(&dir, 0, device)
                 .with_context(|| format!("failed to load {}", dir.display()))?;
             return Ok((policy.sampler(), policy.tokenizer().clone(), dir));
         }
     }
-    let loaded = pol::load(p).with_context(|| format!("failed to load model {spec}"))?;
+    let loaded = pol::load_on(p, device).with_context(|| format!("failed to load model {spec}"))?;
     Ok((
         loaded.frozen_model()?,
         loaded.tokenizer.clone(),
@@ -50,8 +53,10 @@ fn eval_config(
     env_config: &str,
     set: &[String],
     no_cpu_profile: bool,
+    device: &pol::Device,
 ) -> Result<ragen_gym_starpo::Config, ragen_gym_starpo::ConfigError> {
-    let mut b = base_config(env_spec, no_cpu_profile)?.user_layers(None, std::env::vars(), &[])?;
+    let mut b =
+        base_config(env_spec, device, no_cpu_profile)?.user_layers(None, std::env::vars(), &[])?;
     if !env_config.is_empty() {
         b = b.set_str("env.config", env_config, "--config")?;
     }
@@ -70,9 +75,10 @@ pub fn run_model(
     no_cpu_profile: bool,
     json: bool,
     sandbox: &SandboxArgs,
+    device: &pol::Device,
 ) -> anyhow::Result<()> {
-    let cfg =
-        eval_config(env_spec, env_config, set, no_cpu_profile).map_err(ExpectedError::config)?;
+    let cfg = eval_config(env_spec, env_config, set, no_cpu_profile, device)
+        .map_err(ExpectedError::config)?;
     let n = cfg.val_batch_size();
     let mut sandbox = sandbox.clone();
     sandbox.max_instances = Some(u32::try_from(cfg.live_env_instances()).unwrap_or(u32::MAX));
@@ -84,7 +90,7 @@ pub fn run_model(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut pool = EnvPool::new(envs);
-    let (model, tokenizer, source) = load_model(model)?;
+    let (model, tokenizer, source) = load_model(model, device)?;
     let r = evaluate(
         &cfg,
         &model,
