@@ -7,6 +7,9 @@ pub enum BenchCommand {
     Envs(EnvsArgs),
     /// Sampling and training tokens/s, peak memory, full and LoRA.
     Policy(PolicyArgs),
+    /// The one-run GPU check on a Qwen2.5-0.5B-shaped random model: correctness, throughput,
+    /// a RAGEN-shaped iteration (run it through scripts/gpu-check.sh; docs/gpu.md).
+    GpuCheck(GpuCheckArgs),
 }
 
 mod envs;
@@ -15,10 +18,14 @@ pub use envs::EnvsArgs;
 mod policy;
 pub use policy::PolicyArgs;
 
+mod gpu_check;
+pub use gpu_check::GpuCheckArgs;
+
 /// Run a benchmark.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Envs(a) => envs::run(a),
         BenchCommand::Policy(a) => policy::run(a),
+        BenchCommand::GpuCheck(a) => gpu_check::run(a),
     }
 }

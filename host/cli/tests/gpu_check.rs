@@ -1,0 +1,100 @@
+//! The GPU check's CPU fallback (#11): `scripts/gpu-check.sh OUT --device cpu --shape tiny` runs
+//! every Rust part (correctness, sampling, train-step, both RAGEN-shaped iterations) with this
+//! build's binary and writes a report whose figures are real measurements.
+//!
+//! It lives here rather than in tests/all because it needs the `ragen-gym` binary
+//! (`CARGO_BIN_EXE_ragen-gym` exists only for this package's integration tests).
+
+use std::path::Path;
+use std::process::Command;
+
+fn read(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("failed to read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn positive(v: &serde_json::Value, what: &str) -> f64 {
+    let x = v
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what} is not a number: {v}"));
+    assert!(x.is_finite() && x > 0.0, "{what} = {x}");
+    x
+}
+
+#[test]
+fn gpu_check_cpu_fallback_runs_every_part_at_the_tiny_shape() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::env::temp_dir().join(format!("ragen-gym-gpu-check-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let status = Command::new("bash")
+        .arg(root.join("scripts/gpu-check.sh"))
+        .arg(&out)
+        .args(["--device", "cpu", "--shape", "tiny", "--budget-s", "600"])
+        .arg("--bin")
+        .arg(env!("CARGO_BIN_EXE_ragen-gym"))
+        .status()
+        .expect("bash runs scripts/gpu-check.sh");
+    let log = std::fs::read_to_string(out.join("logs/gpu-check.log")).unwrap_or_default();
+    assert!(status.success(), "gpu-check.sh failed:\n{log}");
+    let report = read(&out.join("report.json"));
+    let rust = &report["rust"];
+    assert_eq!(report["workload"]["shape"], "tiny");
+    assert_eq!(report["workload"]["config"]["num_hidden_layers"], 2);
+
+    // (a) correctness: every check present and passing; bf16 really differs from f32.
+    let checks = &rust["correctness"]["checks"];
+    assert_eq!(report["correctness_pass"], true, "{checks}");
+    for name in [
+        "logits_f32_vs_cpu",
+        "logprobs_bf16_vs_f32",
+        "sampler_vs_scorer_bf16",
+        "sampler_vs_scorer_f32",
+    ] {
+        assert_eq!(checks[name]["pass"], true, "{name}: {}", checks[name]);
+    }
+    positive(
+        &checks["logprobs_bf16_vs_f32"]["max_abs_diff_nats"],
+        "bf16 vs f32 difference",
+    );
+    positive(&checks["logits_f32_vs_cpu"]["positions"], "positions");
+
+    // (b) throughput: sampling, a training step in both modes, both iterations with the
+    // breakdown the issue asks for.
+    let s = &rust["sampling"];
+    assert_eq!(s["device"], "cpu");
+    positive(&s["tokens_per_s"], "sampling tokens/s");
+    assert!(s["generated_tokens"].as_u64().unwrap() > 0);
+    let modes = rust["train-step"]["modes"]
+        .as_array()
+        .expect("train-step modes");
+    assert_eq!(modes.len(), 2);
+    assert_eq!(modes[0]["mode"], "full");
+    assert_eq!(modes[1]["mode"], "lora");
+    assert!(
+        modes[1]["trainable_params"].as_u64() < modes[0]["trainable_params"].as_u64(),
+        "LoRA trains fewer parameters"
+    );
+    for m in modes {
+        positive(&m["tokens_per_s"], "train tokens/s");
+        positive(&m["memory"]["host_peak_rss_mib"], "peak RSS");
+    }
+    for mode in ["full", "lora"] {
+        let it = &rust[format!("iteration-{mode}").as_str()];
+        assert_eq!(it["mode"], mode, "{it}");
+        for k in ["sampling", "scoring", "critic", "actor", "iteration"] {
+            positive(&it["timing_s"][k], &format!("{mode} timing {k}"));
+        }
+        // 2 groups x 2 rollouts, all kept (filter ratio 1).
+        assert_eq!(it["rollouts"]["kept_trajectories"], 4.0, "{it}");
+        positive(&it["rollouts"]["mean_response_tokens"], "response tokens");
+    }
+
+    // (c) the PyTorch anchor runs only where python3 has torch; the report says which.
+    let torch = &report["pytorch"];
+    assert!(
+        torch["skipped"].is_string() || torch["sampling"]["tokens_per_s"].is_number(),
+        "{torch}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
