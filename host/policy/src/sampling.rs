@@ -194,7 +194,7 @@ pub(crate) fn sample_chunked(
     loop {
         // Without a constraint every row is free: on a GPU the tokens are chosen next to the
         // logits (device_sampling.rs). Constrained rows mask host copies of their logits.
-        let (free, rows): (Option<(Vec<u32>, Vec<f32>)>, Vec<Vec<f32>>) = match constraint {
+        let (free, rows): (Option<Picked>, Vec<Vec<f32>>) = match constraint {
             None => (
                 Some(next_tokens(&logits, params, &mut rngs, &active)?),
                 Vec::new(),
@@ -278,6 +278,9 @@ pub(crate) fn sample_chunked(
     Ok(out)
 }
 
+/// Tokens chosen for the active rows and their log-probs.
+type Picked = (Vec<u32>, Vec<f32>);
+
 /// The next token of each active row (`active` ascending; `rngs` indexed by row) and its
 /// log-prob: on the device when the logits live on a GPU (`device_sampling.rs`), else on the host.
 fn next_tokens(
@@ -285,7 +288,7 @@ fn next_tokens(
     params: &SamplingParams,
     rngs: &mut [ChaCha8Rng],
     active: &[usize],
-) -> Result<(Vec<u32>, Vec<f32>)> {
+) -> Result<Picked> {
     if crate::device_sampling::applies(logits.device(), params) {
         let mut rows: Vec<&mut ChaCha8Rng> = rngs
             .iter_mut()

@@ -61,16 +61,7 @@ pub struct Args {
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(model) = &args.model {
-        return model::run_model(
-            &args.env,
-            model,
-            &args.config,
-            &args.set,
-            args.no_cpu_profile,
-            args.json,
-            &args.sandbox,
-            &args.device.open()?,
-        );
+        return model::run_model(&args, model, &args.device.open()?);
     }
     let plugin = load(&args.env, &args.sandbox)?;
     let mut env = plugin.new_env(&args.config, args.sandbox.grants()?)?;

@@ -4,7 +4,7 @@
 //! layered like `train` (default, CPU profile when the model runs on the CPU, env preset, `--set`).
 
 use crate::ExpectedError;
-use crate::cmd::plugin_args::{SandboxArgs, load};
+use crate::cmd::plugin_args::load;
 use crate::cmd::run_config::base_config;
 use anyhow::Context;
 use ragen_gym_core::{Env, EnvCallError};
@@ -67,20 +67,18 @@ fn eval_config(
 }
 
 /// Run the validation protocol and print `episodes`, `success_rate`, `mean_return`.
-pub fn run_model(
-    env_spec: &str,
-    model: &str,
-    env_config: &str,
-    set: &[String],
-    no_cpu_profile: bool,
-    json: bool,
-    sandbox: &SandboxArgs,
-    device: &pol::Device,
-) -> anyhow::Result<()> {
-    let cfg = eval_config(env_spec, env_config, set, no_cpu_profile, device)
-        .map_err(ExpectedError::config)?;
+pub fn run_model(args: &super::Args, model: &str, device: &pol::Device) -> anyhow::Result<()> {
+    let (env_spec, json) = (args.env.as_str(), args.json);
+    let cfg = eval_config(
+        env_spec,
+        &args.config,
+        &args.set,
+        args.no_cpu_profile,
+        device,
+    )
+    .map_err(ExpectedError::config)?;
     let n = cfg.val_batch_size();
-    let mut sandbox = sandbox.clone();
+    let mut sandbox = args.sandbox.clone();
     sandbox.max_instances = Some(u32::try_from(cfg.live_env_instances()).unwrap_or(u32::MAX));
     let plugin = load(env_spec, &sandbox)?;
     let grants = sandbox.grants()?;
