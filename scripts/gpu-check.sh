@@ -70,7 +70,7 @@ log "binary $bin ($("$bin" --version 2>&1)), device $device, shape $shape, budge
 deadline=$((SECONDS + budget))
 reserve=8 # for the report
 # name fraction-of-budget (percent)
-plan=(workload:4 correctness:10 sampling:11 train-step:13 torch:20 iteration-full:24 iteration-lora:18)
+plan=(workload:3 correctness:8 sampling:9 train-step:10 torch:15 iteration-full:35 iteration-lora:20)
 status=0
 for item in "${plan[@]}"; do
   part="${item%%:*}"
