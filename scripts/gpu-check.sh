@@ -61,9 +61,17 @@ for root in nvidia.__path__:
 print(":".join(sorted(dirs)))
 PY
 )"
+  # Driver directories that containers often leave off the loader's path.
+  for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do
+    if [ -e "$d/libcuda.so.1" ]; then wheel_libs="${wheel_libs:+$wheel_libs:}$d"; fi
+  done
   if [ -n "$wheel_libs" ]; then
     export LD_LIBRARY_PATH="$wheel_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   fi
+  {
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    nvidia-smi 2>&1 | head -15
+  } >"$out/logs/environment.log" 2>&1
 fi
 log "binary $bin ($("$bin" --version 2>&1)), device $device, shape $shape, budget ${budget}s"
 
