@@ -5,7 +5,7 @@
 use ragen_bandit::Bandit;
 use ragen_frozen_lake::FrozenLake;
 use ragen_gym_core::{Env, NativeEnv, check_env};
-use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig};
+use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, WasmEnv};
 use ragen_sokoban::Sokoban;
 
 fn plugin(name: &str) -> Plugin {
@@ -71,9 +71,7 @@ fn builtins_pass_check_env_natively_and_sandboxed() {
         assert!(report.ok, "native {name} {config}: {:?}", report.failures);
         let plugin = plugin(name);
         let report = check_env(|| {
-            plugin
-                .new_env(config, Grants::default())
-                .map(|e| Box::new(e) as Box<dyn Env>)
+            WasmEnv::new(&plugin, config, Grants::default()).map(|e| Box::new(e) as Box<dyn Env>)
         });
         assert!(
             report.ok,
@@ -86,9 +84,7 @@ fn builtins_pass_check_env_natively_and_sandboxed() {
 #[test]
 fn wasm_and_native_builds_play_identical_episodes() {
     for (name, config) in CASES {
-        let mut wasm = plugin(name)
-            .new_env(config, Grants::default())
-            .expect("new env");
+        let mut wasm = WasmEnv::new(&plugin(name), config, Grants::default()).expect("new env");
         assert_eq!(
             wasm.spec(),
             native(name, config).spec(),
@@ -106,7 +102,7 @@ fn wasm_and_native_builds_play_identical_episodes() {
 #[test]
 fn sandboxed_builtins_reject_unknown_config_fields_by_name() {
     for name in ["bandit", "sokoban", "frozenlake"] {
-        let err = match plugin(name).new_env(r#"{"no_such_field": 1}"#, Grants::default()) {
+        let err = match WasmEnv::new(&plugin(name), r#"{"no_such_field": 1}"#, Grants::default()) {
             Ok(_) => panic!("{name}: unknown config field accepted"),
             Err(e) => e.to_string(),
         };

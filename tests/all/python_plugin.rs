@@ -1,9 +1,9 @@
 //! The Python example plugin (`sdk/python/example`, "guess the number"), built with
 //! componentize-py by `sdk/python/build.sh`, passes `check_env` and plays by its rules in the
-//! sandbox: the plugin contract is language-neutral (issue 2).
+//! sandbox: the plugin contract is language-neutral (#2).
 //!
 //! Needs componentize-py in `.venv` (installed by `scripts/setup.sh`) or `$COMPONENTIZE_PY`;
-//! without it the tests print a SKIPPED line and return. The component is rebuilt only when a
+//! without it the tests fail, naming the missing tool. The component is rebuilt only when a
 //! source is newer than `target/python-plugins/guess_number.wasm`.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use ragen_gym_core::{Env, EnvCallError, EnvError, check_env};
-use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig};
+use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, WasmEnv};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -36,22 +36,23 @@ fn newest_source(root: &Path) -> SystemTime {
         .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
-/// Build (if stale) and return the component path; `None` when componentize-py is missing.
-fn python_plugin_path() -> Option<PathBuf> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+/// Build (if stale) and return the component path.
+///
+/// # Panics
+/// When componentize-py is missing or the build fails.
+fn python_plugin_path() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
             let root = repo_root();
             let componentize = std::env::var_os("COMPONENTIZE_PY")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| root.join(".venv/bin/componentize-py"));
-            if !componentize.exists() {
-                eprintln!(
-                    "SKIPPED python_plugin: componentize-py not found at {} (run scripts/setup.sh)",
-                    componentize.display()
-                );
-                return None;
-            }
+            assert!(
+                componentize.exists(),
+                "componentize-py not found at {} (run scripts/setup.sh, or set COMPONENTIZE_PY)",
+                componentize.display()
+            );
             let out = root.join("target/python-plugins/guess_number.wasm");
             let fresh = std::fs::metadata(&out)
                 .and_then(|m| m.modified())
@@ -65,31 +66,29 @@ fn python_plugin_path() -> Option<PathBuf> {
                     .expect("run sdk/python/build.sh");
                 assert!(status.success(), "sdk/python/build.sh failed: {status}");
             }
-            Some(out)
+            out
         })
         .clone()
 }
 
 /// The loaded plugin, shared by the tests so the 18 MB component is compiled once.
-fn load() -> Option<Plugin> {
-    static PLUGIN: OnceLock<Option<Plugin>> = OnceLock::new();
+fn load() -> Plugin {
+    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
     PLUGIN
         .get_or_init(|| {
-            let path = python_plugin_path()?;
+            let path = python_plugin_path();
             let sandbox = Sandbox::new(SandboxConfig::default()).expect("sandbox");
-            Some(sandbox.load_file(&path).expect("load the Python plugin"))
+            sandbox.load_file(&path).expect("load the Python plugin")
         })
         .clone()
 }
 
 #[test]
 fn python_example_passes_check_env() {
-    let Some(plugin) = load() else { return };
+    let plugin = load();
     assert_eq!(plugin.info().manifest.id, "examples/GuessNumber-v0");
     let report = check_env(|| {
-        plugin
-            .new_env("", Grants::default())
-            .map(|e| Box::new(e) as Box<dyn Env>)
+        WasmEnv::new(&plugin, "", Grants::default()).map(|e| Box::new(e) as Box<dyn Env>)
     });
     assert!(report.ok, "{:?}", report.failures);
     assert_eq!(report.env_id, "examples/GuessNumber-v0");
@@ -97,10 +96,13 @@ fn python_example_passes_check_env() {
 
 #[test]
 fn python_example_plays_by_its_rules() {
-    let Some(plugin) = load() else { return };
-    let mut env = plugin
-        .new_env(r#"{"max_number": 8, "max_guesses": 4}"#, Grants::default())
-        .expect("new env");
+    let plugin = load();
+    let mut env = WasmEnv::new(
+        &plugin,
+        r#"{"max_number": 8, "max_guesses": 4}"#,
+        Grants::default(),
+    )
+    .expect("new env");
     assert_eq!(env.spec().max_episode_steps, 4);
     assert_eq!(env.spec().action_names.as_ref().map(Vec::len), Some(8));
     for seed in 0..10 {
@@ -143,8 +145,8 @@ fn python_example_plays_by_its_rules() {
 
 #[test]
 fn python_example_names_a_bad_config_field() {
-    let Some(plugin) = load() else { return };
-    match plugin.new_env(r#"{"colour": 3}"#, Grants::default()) {
+    let plugin = load();
+    match WasmEnv::new(&plugin, r#"{"colour": 3}"#, Grants::default()) {
         Err(EnvCallError::Env {
             error: EnvError::InvalidConfig(msg),
             ..

@@ -1,4 +1,4 @@
-//! The hostile plugin suite (issue 2, "Tests"): every misbehaviour gets its own typed error, the
+//! The hostile plugin suite (#2, "Tests"): every misbehaviour gets its own typed error, the
 //! process stays up, and a well-behaved env running beside it is unaffected. Also covers the
 //! capability gate as seen by a guest, deterministic WASI, log caps, verification without
 //! running, the compiled-code cache and reward-function plugins.
@@ -9,7 +9,7 @@ use ragen_gym_core::{
 };
 use ragen_gym_sandbox::{
     Grants, HostPort, HttpError, HttpRequest, HttpResponse, HttpTransport, LoadError, Plugin,
-    Sandbox, SandboxConfig, WasmEnv, inspect_bytes, sha256_hex,
+    Sandbox, SandboxConfig, WasmEnv, WasmRewardFunction, inspect_bytes, sha256_hex,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -49,9 +49,7 @@ fn hostile() -> Plugin {
 }
 
 fn env(mode: &str) -> WasmEnv {
-    hostile()
-        .new_env(mode, Grants::default())
-        .expect("hostile env")
+    WasmEnv::new(&hostile(), mode, Grants::default()).expect("hostile env")
 }
 
 /// A well-behaved env (the hostile plugin in mode "") beside the hostile one: must keep working.
@@ -102,7 +100,7 @@ fn infinite_loop_hits_the_deadline_without_fuel() {
     })
     .unwrap();
     let p = sb.load_bytes("hostile.wasm", &hostile_bytes()).unwrap();
-    let mut e = p.new_env("loop", Grants::default()).unwrap();
+    let mut e = WasmEnv::new(&p, "loop", Grants::default()).unwrap();
     let started = std::time::Instant::now();
     match e.reset(0) {
         Err(EnvCallError::Plugin(p)) => assert_eq!(p.kind, PluginFailureKind::Deadline, "{p}"),
@@ -232,6 +230,19 @@ fn clocks_and_randomness_are_deterministic_and_seeded() {
     let rand = |seed| env("random").reset(seed).unwrap().observation;
     assert_eq!(rand(7), rand(7));
     assert_eq!(rand(7), rand(8));
+    // WASI `random` is seeded by every reset: splitmix64 from state `seed`, whose first outputs
+    // for 7 and 8 are 7191089600892374487 and 11409396526365357622 (computed separately with
+    // Python integers). Same seed, same value, on one instance or a fresh one; another seed,
+    // another value.
+    let mut e = env("getrandom");
+    let mut draw = |seed| e.reset(seed).unwrap().observation;
+    assert_eq!(draw(7), "u64=7191089600892374487");
+    assert_eq!(draw(8), "u64=11409396526365357622");
+    assert_eq!(draw(7), "u64=7191089600892374487");
+    assert_eq!(
+        env("getrandom").reset(8).unwrap().observation,
+        "u64=11409396526365357622"
+    );
 }
 
 #[test]
@@ -260,7 +271,7 @@ fn http_needs_declaration_and_grant_on_every_call() {
         ..Grants::default()
     };
     // Undeclared target: denied even when the user grants everything the manifest lists.
-    let mut e = hostile().new_env("http-undeclared", grant.clone()).unwrap();
+    let mut e = WasmEnv::new(&hostile(), "http-undeclared", grant.clone()).unwrap();
     let obs = e.reset(0).unwrap().observation;
     assert!(
         obs.starts_with("denied: example.com:80 is not declared"),
@@ -268,28 +279,28 @@ fn http_needs_declaration_and_grant_on_every_call() {
     );
     assert_eq!(e.stats().http_denied, 1);
     // Declared but not granted.
-    let mut e = hostile()
-        .new_env("http-declared", Grants::default())
-        .unwrap();
+    let mut e = WasmEnv::new(&hostile(), "http-declared", Grants::default()).unwrap();
     let obs = e.reset(0).unwrap().observation;
     assert!(
         obs.starts_with("denied: 127.0.0.1:9 is not granted"),
         "{obs}"
     );
     // Declared and granted, no transport in this sandbox: a transport error.
-    let mut e = hostile().new_env("http-declared", grant.clone()).unwrap();
+    let mut e = WasmEnv::new(&hostile(), "http-declared", grant.clone()).unwrap();
     assert!(e.reset(0).unwrap().observation.starts_with("transport:"));
     // With a transport plugged in, the request goes through.
-    let sb = Sandbox::new(SandboxConfig {
-        cache_dir: None,
-        max_instances: 4,
-        ..SandboxConfig::default()
-    })
-    .unwrap();
-    sb.set_http_transport(Arc::new(FakeTransport));
+    let sb = Sandbox::builder()
+        .config(SandboxConfig {
+            cache_dir: None,
+            max_instances: 4,
+            ..SandboxConfig::default()
+        })
+        .http_transport(Arc::new(FakeTransport))
+        .build()
+        .unwrap();
     let p = sb.load_bytes("hostile.wasm", &hostile_bytes()).unwrap();
     assert_eq!(
-        p.new_env("http-declared", grant)
+        WasmEnv::new(&p, "http-declared", grant)
             .unwrap()
             .reset(0)
             .unwrap()
@@ -352,7 +363,7 @@ fn compiled_code_is_cached_on_disk_by_hash() {
     // A second sandbox loads from the cache and runs.
     let p = Sandbox::new(cfg).unwrap().load_bytes("h", &bytes).unwrap();
     assert_eq!(
-        p.new_env("", Grants::default())
+        WasmEnv::new(&p, "", Grants::default())
             .unwrap()
             .reset(0)
             .unwrap()
@@ -366,7 +377,7 @@ fn reward_function_plugin_scores_under_limits() {
     let p = sandbox()
         .load_bytes("reward-len.wasm", &fixture(env!("FIXTURE_REWARD_LEN")))
         .unwrap();
-    let mut rf = p.reward_function().unwrap();
+    let mut rf = WasmRewardFunction::new(&p).unwrap();
     assert_eq!(rf.name(), "test/ResponseLength-v0");
     let turn = |resp: &str| Turn {
         observation: "o".into(),
@@ -421,6 +432,6 @@ fn reward_function_plugin_scores_under_limits() {
     // Recovers with a fresh instance.
     assert!(rf.score(&traj).is_ok());
     // An env plugin is not a reward function, and vice versa.
-    assert!(hostile().reward_function().is_err());
-    assert!(p.new_env("", Grants::default()).is_err());
+    assert!(WasmRewardFunction::new(&hostile()).is_err());
+    assert!(WasmEnv::new(&p, "", Grants::default()).is_err());
 }

@@ -47,10 +47,12 @@ pub(crate) fn bridge_declaring(targets: &[String]) -> Vec<u8> {
 }
 
 fn sandbox() -> Sandbox {
-    let sandbox = Sandbox::new(SandboxConfig::default()).expect("sandbox");
     let transport = ReqwestTransport::new(Duration::from_secs(5), 1 << 20).expect("http client");
-    sandbox.set_http_transport(Arc::new(transport));
-    sandbox
+    Sandbox::builder()
+        .config(SandboxConfig::default())
+        .http_transport(Arc::new(transport))
+        .build()
+        .expect("sandbox")
 }
 
 fn load(sandbox: &Sandbox, servers: &[&WebShopServer]) -> Plugin {
@@ -67,15 +69,15 @@ fn env(plugin: &Plugin, server: &WebShopServer, granted: bool) -> WasmEnv {
     } else {
         vec![]
     };
-    plugin
-        .new_env(
-            &config,
-            Grants {
-                http,
-                ..Grants::default()
-            },
-        )
-        .expect("new env")
+    WasmEnv::new(
+        plugin,
+        &config,
+        Grants {
+            http,
+            ..Grants::default()
+        },
+    )
+    .expect("new env")
 }
 
 fn goal_seed(asin: &str, first_option: &str) -> u64 {

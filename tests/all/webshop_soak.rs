@@ -343,13 +343,15 @@ fn soak_5000_webshop_episodes_with_traps_and_timeouts() {
     let proxy = StallProxy::start(server.addr);
     let baseline = sessions(server.addr);
 
-    let sandbox = Sandbox::new(SandboxConfig {
-        fuel_per_call: FUEL_PER_CALL,
-        ..SandboxConfig::default()
-    })
-    .expect("sandbox");
     let transport = ReqwestTransport::new(TRANSPORT_TIMEOUT, 1 << 20).expect("http client");
-    sandbox.set_http_transport(Arc::new(transport));
+    let sandbox = Sandbox::builder()
+        .config(SandboxConfig {
+            fuel_per_call: FUEL_PER_CALL,
+            ..SandboxConfig::default()
+        })
+        .http_transport(Arc::new(transport))
+        .build()
+        .expect("sandbox");
     let target = proxy.addr.to_string();
     let plugin = sandbox
         .load_bytes(
@@ -360,15 +362,15 @@ fn soak_5000_webshop_episodes_with_traps_and_timeouts() {
     let config = format!(r#"{{"server":"{target}","split":"train","max_turns":9}}"#);
     let envs: Vec<WasmEnv> = (0..WORKERS)
         .map(|_| {
-            plugin
-                .new_env(
-                    &config,
-                    Grants {
-                        http: vec![HostPort::parse(&target).unwrap()],
-                        ..Grants::default()
-                    },
-                )
-                .expect("new env")
+            WasmEnv::new(
+                &plugin,
+                &config,
+                Grants {
+                    http: vec![HostPort::parse(&target).unwrap()],
+                    ..Grants::default()
+                },
+            )
+            .expect("new env")
         })
         .collect();
 

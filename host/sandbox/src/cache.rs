@@ -1,6 +1,6 @@
 //! Compiled-code cache: in memory by sha256, and on disk as `.cwasm` files keyed by sha256 and
 //! the engine's `precompile_compatibility_hash` (a `.cwasm` from another engine configuration,
-//! e.g. without fuel, cannot be loaded; `shared/spec/wasm.md` §10).
+//! e.g. without fuel, cannot be loaded: wasmtime `Engine::precompile_compatibility_hash`).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -8,6 +8,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+/// `$RAGEN_GYM_CACHE/compiled`, else `~/.cache/ragen-gym/compiled`: the default
+/// [`crate::SandboxConfig::cache_dir`].
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let base = match std::env::var_os("RAGEN_GYM_CACHE") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(std::env::var_os("HOME")?).join(".cache/ragen-gym"),
+    };
+    Some(base.join("compiled"))
+}
 
 pub(crate) struct CompileCache {
     dir: Option<PathBuf>,

@@ -2,7 +2,8 @@
 //!
 //! A request leaves the sandbox only when the target `host:port` is **declared** in the plugin's
 //! manifest (`capabilities.http`) **and granted** by the user (`--allow-host HOST:PORT`). Both
-//! are checked on every call (architecture note, "Sandbox rules"; Zed's `CapabilityGranter`).
+//! are checked on every call (`docs/architecture.md`, "Sandbox rules"; Zed's
+//! `crates/extension_host/src/capability_granter.rs`).
 //! Only `http://` and `https://` URLs are accepted. A refusal reaches the guest as
 //! `http-error::denied` and is counted. With no [`HttpTransport`] configured, an allowed call
 //! fails with `http-error::transport`.

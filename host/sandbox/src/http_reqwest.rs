@@ -10,13 +10,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use crate::http::{HttpError, HttpRequest, HttpResponse, HttpTransport};
-
-/// Default timeout of one request (connect + response), 10 s.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default response-body cap, 1 MiB (`shared/spec/wasm.md` §7).
-pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
-/// Most same-origin redirects followed.
-pub const MAX_REDIRECTS: usize = 5;
+use crate::limits::{HTTP_MAX_BODY_BYTES, HTTP_MAX_REDIRECTS, HTTP_TIMEOUT};
 
 /// [`HttpTransport`] over `reqwest::blocking`.
 #[derive(Debug, Clone)]
@@ -38,7 +32,7 @@ impl ReqwestTransport {
                     && first.host_str() == next.host_str()
                     && first.port_or_known_default() == next.port_or_known_default()
             });
-            if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
+            if same_origin && attempt.previous().len() <= HTTP_MAX_REDIRECTS {
                 attempt.follow()
             } else {
                 attempt.stop()
@@ -60,12 +54,12 @@ impl ReqwestTransport {
         })
     }
 
-    /// A transport with [`DEFAULT_TIMEOUT`] and [`DEFAULT_MAX_BODY_BYTES`].
+    /// A transport with [`HTTP_TIMEOUT`] and [`HTTP_MAX_BODY_BYTES`].
     ///
     /// # Errors
     /// As [`ReqwestTransport::new`].
     pub fn with_defaults() -> Result<Self, HttpError> {
-        Self::new(DEFAULT_TIMEOUT, DEFAULT_MAX_BODY_BYTES)
+        Self::new(HTTP_TIMEOUT, HTTP_MAX_BODY_BYTES)
     }
 }
 
@@ -222,12 +216,12 @@ mod tests {
     fn caps_the_response_size() {
         let big = "x".repeat(2048);
         let addr = serve(vec![ok(&big), ok(&big)]);
-        let t = ReqwestTransport::new(DEFAULT_TIMEOUT, 1024).unwrap();
+        let t = ReqwestTransport::new(HTTP_TIMEOUT, 1024).unwrap();
         assert_eq!(
             t.fetch(get(format!("http://{addr}/"))),
             Err(HttpError::TooLarge)
         );
-        let t = ReqwestTransport::new(DEFAULT_TIMEOUT, 4096).unwrap();
+        let t = ReqwestTransport::new(HTTP_TIMEOUT, 4096).unwrap();
         assert_eq!(
             t.fetch(get(format!("http://{addr}/"))).unwrap().body.len(),
             2048

@@ -4,6 +4,7 @@
 //! and exports against the manifest.
 
 use crate::error::LoadError;
+use crate::limits::MAX_MANIFEST_ID_BYTES;
 use ragen_gym_core::{MANIFEST_SECTION, Manifest, PluginKind, check_interface_version};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -129,7 +130,7 @@ fn validate_manifest(name: &str, m: &Manifest) -> Result<(), LoadError> {
         })
     };
     if m.id.is_empty()
-        || m.id.len() > 128
+        || m.id.len() > MAX_MANIFEST_ID_BYTES
         || !m.id.contains('/')
         || m.id.chars().any(|c| c.is_whitespace() || c.is_control())
     {

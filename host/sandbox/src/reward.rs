@@ -2,14 +2,14 @@
 //! `ragen_gym_core::RewardFunction`. `score(trajectory)` runs under the same limits as env
 //! calls, in one instance per function, re-instantiated after a trap.
 
-use crate::bindings::reward::RewardPlugin;
-use crate::bindings::reward::ragen::gym::types as t;
-use crate::config::Grants;
-use crate::plugin::{Plugin, Pre};
+use crate::bindings::reward_export::Guest;
+use crate::grants::Grants;
+use crate::limits::INSTANTIATE_FUEL_CALLS;
+use crate::output;
+use crate::plugin::{Exports, Plugin};
 use crate::state::HostState;
 use ragen_gym_core::{
-    Metric, PluginFailure, PluginFailureKind, RewardBreakdown, RewardError, RewardFunction,
-    Trajectory,
+    PluginFailure, PluginFailureKind, RewardBreakdown, RewardError, RewardFunction, Trajectory,
 };
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -19,32 +19,46 @@ use wasmtime::Store;
 /// (`reward/{id}/mean`).
 pub struct WasmRewardFunction {
     plugin: Plugin,
-    live: Option<(Store<HostState>, RewardPlugin)>,
+    live: Option<(Store<HostState>, Guest)>,
 }
 
-impl Plugin {
-    /// Make a reward function from a `reward-function` plugin.
+impl WasmRewardFunction {
+    /// A reward function from a `reward-function` plugin. Its instance is made at the first
+    /// `score`.
     ///
     /// # Errors
     /// [`PluginFailureKind::Instantiate`] if the plugin is an env plugin.
-    pub fn reward_function(&self) -> Result<WasmRewardFunction, PluginFailure> {
-        if !matches!(self.inner.pre, Pre::Reward(_)) {
-            return Err(self.error(
+    pub fn new(plugin: &Plugin) -> Result<Self, PluginFailure> {
+        if !matches!(plugin.exports(), Exports::Reward(_)) {
+            return Err(plugin.failure(
                 PluginFailureKind::Instantiate,
                 "is not a reward-function plugin",
             ));
         }
-        Ok(WasmRewardFunction {
-            plugin: self.clone(),
+        Ok(Self {
+            plugin: plugin.clone(),
             live: None,
         })
     }
-}
 
-fn metric(m: &Metric) -> t::Metric {
-    t::Metric {
-        name: m.name.clone(),
-        value: m.value,
+    fn instantiate(&self) -> Result<(Store<HostState>, Guest), PluginFailure> {
+        let Exports::Reward(indices) = self.plugin.exports() else {
+            unreachable!("checked in WasmRewardFunction::new")
+        };
+        let mut store = self
+            .plugin
+            .new_store(&Grants::default(), Arc::new(AtomicU64::new(0)));
+        self.plugin.arm(&mut store, INSTANTIATE_FUEL_CALLS);
+        let guest = self
+            .plugin
+            .pre()
+            .instantiate(&mut store)
+            .and_then(|instance| indices.load(&mut store, &instance))
+            .map_err(|e| PluginFailure {
+                kind: PluginFailureKind::Instantiate,
+                ..self.plugin.classify(&e, &store)
+            })?;
+        Ok((store, guest))
     }
 }
 
@@ -55,91 +69,34 @@ impl RewardFunction for WasmRewardFunction {
 
     /// A refusal by the plugin is [`RewardError::Refused`]; a trap or bad output is
     /// [`RewardError::Plugin`] and discards the instance (the next call makes a fresh one).
-    fn score(&mut self, traj: &Trajectory) -> Result<RewardBreakdown, RewardError> {
-        let traj = ragen_gym_sdk::Trajectory::from(traj);
+    fn score(&mut self, trajectory: &Trajectory) -> Result<RewardBreakdown, RewardError> {
+        let wit = (&ragen_gym_sdk::Trajectory::from(trajectory)).into();
         if self.live.is_none() {
-            let Pre::Reward(pre) = &self.plugin.inner.pre else {
-                unreachable!("checked in reward_function")
-            };
-            let mut store = self
-                .plugin
-                .new_store(&Grants::default(), Arc::new(AtomicU64::new(0)));
-            self.plugin.arm(&mut store, 4);
-            let b = pre.instantiate(&mut store).map_err(|e| {
-                let mut err = self.plugin.classify(&e, &store);
-                err.kind = PluginFailureKind::Instantiate;
-                err
-            })?;
-            self.live = Some((store, b));
+            self.live = Some(self.instantiate()?);
         }
-        let (store, b) = self.live.as_mut().expect("instantiated above");
-        store.data_mut().reseed(traj.seed);
+        let Some((store, guest)) = self.live.as_mut() else {
+            unreachable!("instantiated above")
+        };
+        store.data_mut().reseed(trajectory.seed);
         self.plugin.arm(store, 1);
-        let wit = t::Trajectory {
-            env_id: traj.env_id.clone(),
-            seed: traj.seed,
-            success: traj.success,
-            turns: traj
-                .turns
-                .iter()
-                .map(|u| t::Turn {
-                    observation: u.observation.clone(),
-                    response: u.response.clone(),
-                    think: u.think.clone(),
-                    answer: u.answer.clone(),
-                    actions: u.actions.clone(),
-                    env_reward: u.env_reward,
-                    info: u.info.iter().map(metric).collect(),
-                })
-                .collect(),
-        };
-        let result = b.ragen_gym_reward_function().call_score(&mut *store, &wit);
-        let r = match result {
-            Ok(r) => r,
+        let reply = match guest.call_score(&mut *store, &wit) {
+            Ok(reply) => reply,
             Err(e) => {
-                let err = self.plugin.classify(&e, store);
+                let failure = self.plugin.classify(&e, store);
                 self.live = None;
-                return Err(err.into());
+                return Err(failure.into());
             }
         };
-        let max = self.plugin.sandbox().config().max_output_bytes;
-        match r {
-            Err(msg) => Err(RewardError::Refused {
-                message: msg.chars().take(max).collect(),
-            }),
-            Ok(rb) => {
-                let bad = |m: String| self.plugin.error(PluginFailureKind::BadOutput, m);
-                if !rb.total.is_finite() {
-                    self.live = None;
-                    return Err(bad(format!("total is {}, not a finite number", rb.total)).into());
-                }
-                let mut components = Vec::with_capacity(rb.components.len());
-                for c in rb
-                    .components
-                    .into_iter()
-                    .take(crate::output::MAX_METRICS + 1)
-                {
-                    if c.name.len() > crate::output::MAX_METRIC_NAME_BYTES
-                        || !c.value.is_finite()
-                        || components.len() == crate::output::MAX_METRICS
-                    {
-                        self.live = None;
-                        return Err(bad(format!(
-                            "component `{}` is invalid (name cap, count cap or non-finite value)",
-                            c.name.chars().take(64).collect::<String>()
-                        ))
-                        .into());
-                    }
-                    components.push(Metric {
-                        name: c.name,
-                        value: c.value,
-                    });
-                }
-                Ok(RewardBreakdown {
-                    total: rb.total,
-                    components,
-                })
-            }
+        let max = self.plugin.config().max_output_bytes;
+        let breakdown: RewardBreakdown = reply
+            .map_err(|message| RewardError::Refused {
+                message: message.chars().take(max).collect(),
+            })?
+            .into();
+        if let Err(m) = output::check_breakdown(&breakdown) {
+            self.live = None;
+            return Err(self.plugin.failure(PluginFailureKind::BadOutput, m).into());
         }
+        Ok(breakdown)
     }
 }

@@ -1,22 +1,18 @@
-//! Per-instance host state: WASI context (no capabilities), store limits, captured stdio,
-//! deterministic clocks/randomness, and the `log` / `http` host imports.
+//! Per-instance host state: the WASI context (no capabilities), the store's limiter, captured
+//! stdio, and the deterministic clocks and randomness. The host imports that read it are in
+//! [`crate::imports`].
 
-use crate::bindings::{env as envb, reward as rewb};
-use crate::http::{HttpError, HttpGate, HttpRequest};
+use crate::http::HttpGate;
+use crate::limits::PluginLimiter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use wasmtime::StoreLimits;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-/// Most log lines a plugin may write per call; more are dropped and counted.
-pub(crate) const MAX_LOG_LINES_PER_CALL: u32 = 64;
-/// Longest log line kept, in bytes.
-pub(crate) const MAX_LOG_LINE_BYTES: usize = 1024;
-
-/// Randomness seen by the guest: splitmix64 over a state the host reseeds at every `reset`
-/// (architecture note: the guest's randomness is derived from the reset seed).
+/// Randomness seen by the guest (WASI `random` and `insecure-random`): splitmix64 over a state
+/// the host reseeds at every `reset`, so the guest's randomness derives from the reset seed
+/// (`docs/architecture.md`, "Sandbox rules").
 #[derive(Clone)]
 pub(crate) struct SeededRng(pub(crate) Arc<Mutex<u64>>);
 
@@ -68,7 +64,7 @@ impl wasmtime_wasi::HostMonotonicClock for StepClock {
 pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limiter: PluginLimiter,
     pub(crate) plugin_id: String,
     pub(crate) stderr: MemoryOutputPipe,
     /// Kept so the pipe lives as long as the instance (the guest's stdout is discarded).
@@ -90,7 +86,7 @@ pub(crate) struct WasiSetup {
 impl HostState {
     pub(crate) fn new(
         plugin_id: &str,
-        limits: StoreLimits,
+        limiter: PluginLimiter,
         setup: &WasiSetup,
         http: Option<HttpGate>,
     ) -> Self {
@@ -112,7 +108,7 @@ impl HostState {
         Self {
             wasi: b.build(),
             table: ResourceTable::new(),
-            limits,
+            limiter,
             plugin_id: plugin_id.to_string(),
             stderr,
             _stdout: stdout,
@@ -140,30 +136,6 @@ impl HostState {
         let start = bytes.len().saturating_sub(max);
         String::from_utf8_lossy(&bytes[start..]).trim().to_string()
     }
-
-    fn write_log(&mut self, level: &str, message: String) {
-        self.log_lines_this_call += 1;
-        if self.log_lines_this_call > MAX_LOG_LINES_PER_CALL {
-            self.log_dropped += 1;
-            return;
-        }
-        let mut msg = message;
-        if msg.len() > MAX_LOG_LINE_BYTES {
-            let mut cut = MAX_LOG_LINE_BYTES;
-            while !msg.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            msg.truncate(cut);
-            msg.push_str("...");
-        }
-        let plugin = self.plugin_id.as_str();
-        match level {
-            "debug" => tracing::debug!(target: "plugin", plugin, "{msg}"),
-            "info" => tracing::info!(target: "plugin", plugin, "{msg}"),
-            "warn" => tracing::warn!(target: "plugin", plugin, "{msg}"),
-            _ => tracing::error!(target: "plugin", plugin, "{msg}"),
-        }
-    }
 }
 
 impl WasiView for HostState {
@@ -171,71 +143,6 @@ impl WasiView for HostState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
-        }
-    }
-}
-
-impl envb::ragen::gym::types::Host for HostState {}
-impl rewb::ragen::gym::types::Host for HostState {}
-
-fn level_name_env(level: envb::ragen::gym::log::Level) -> &'static str {
-    use envb::ragen::gym::log::Level;
-    match level {
-        Level::Debug => "debug",
-        Level::Info => "info",
-        Level::Warn => "warn",
-        Level::Error => "error",
-    }
-}
-
-impl envb::ragen::gym::log::Host for HostState {
-    fn log(&mut self, level: envb::ragen::gym::log::Level, message: String) {
-        self.write_log(level_name_env(level), message);
-    }
-}
-
-impl rewb::ragen::gym::log::Host for HostState {
-    fn log(&mut self, level: rewb::ragen::gym::log::Level, message: String) {
-        use rewb::ragen::gym::log::Level;
-        let name = match level {
-            Level::Debug => "debug",
-            Level::Info => "info",
-            Level::Warn => "warn",
-            Level::Error => "error",
-        };
-        self.write_log(name, message);
-    }
-}
-
-impl envb::ragen::gym::http::Host for HostState {
-    fn fetch(
-        &mut self,
-        request: envb::ragen::gym::http::Request,
-    ) -> Result<envb::ragen::gym::http::Response, envb::ragen::gym::http::HttpError> {
-        use envb::ragen::gym::http::{HttpError as G, Response};
-        let req = HttpRequest {
-            method: request.method,
-            url: request.url,
-            headers: request.headers,
-            body: request.body,
-        };
-        let result = match &self.http {
-            Some(gate) => gate.fetch(req),
-            None => Err(HttpError::Denied(
-                "this plugin has no http capability".into(),
-            )),
-        };
-        match result {
-            Ok(r) => Ok(Response {
-                status: r.status,
-                headers: r.headers,
-                body: r.body,
-            }),
-            Err(HttpError::Denied(m)) => Err(G::Denied(m)),
-            Err(HttpError::InvalidRequest(m)) => Err(G::InvalidRequest(m)),
-            Err(HttpError::Timeout) => Err(G::Timeout),
-            Err(HttpError::TooLarge) => Err(G::TooLarge),
-            Err(HttpError::Transport(m)) => Err(G::Transport(m)),
         }
     }
 }

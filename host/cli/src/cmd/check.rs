@@ -5,6 +5,7 @@
 use super::plugin_args::{SandboxArgs, load};
 use crate::ExpectedError;
 use ragen_gym_core::Env;
+use ragen_gym_sandbox::WasmEnv;
 
 /// Arguments of `ragen-gym check`.
 #[derive(clap::Args)]
@@ -27,9 +28,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let plugin = load(&args.plugin, &args.sandbox)?;
     let grants = args.sandbox.grants()?;
     let report = ragen_gym_core::check_env(|| {
-        plugin
-            .new_env(&args.config, grants.clone())
-            .map(|e| Box::new(e) as Box<dyn Env>)
+        WasmEnv::new(&plugin, &args.config, grants.clone()).map(|e| Box::new(e) as Box<dyn Env>)
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

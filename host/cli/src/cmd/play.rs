@@ -3,6 +3,7 @@
 
 use super::plugin_args::{SandboxArgs, load};
 use ragen_gym_core::Env;
+use ragen_gym_sandbox::WasmEnv;
 use std::io::{BufRead, Write};
 
 /// Arguments of `ragen-gym play`.
@@ -25,7 +26,7 @@ pub struct Args {
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let plugin = load(&args.env, &args.sandbox)?;
-    let mut env = plugin.new_env(&args.config, args.sandbox.grants()?)?;
+    let mut env = WasmEnv::new(&plugin, &args.config, args.sandbox.grants()?)?;
     let spec = env.spec().clone();
     println!(
         "{} {}: {}\n\n{}",

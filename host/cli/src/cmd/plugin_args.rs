@@ -4,8 +4,11 @@
 use crate::ExpectedError;
 use anyhow::Context;
 use ragen_gym_core::RewardFunction;
-use ragen_gym_sandbox::{Grants, HostPort, Plugin, ReqwestTransport, Sandbox, SandboxConfig};
+use ragen_gym_sandbox::{
+    Grants, HostPort, Plugin, ReqwestTransport, Sandbox, SandboxConfig, WasmRewardFunction,
+};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Sandbox limits and capability grants.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -42,6 +45,22 @@ impl SandboxArgs {
         cfg
     }
 
+    /// The one sandbox of a run, with these limits. When the user granted any host
+    /// (`--allow-host`), it gets the reqwest HTTP transport; without grants no transport exists
+    /// at all, so even a gate bug could not open a connection.
+    ///
+    /// # Errors
+    /// The engine or the HTTP client cannot be set up.
+    pub fn sandbox(&self) -> anyhow::Result<Sandbox> {
+        let mut builder = Sandbox::builder().config(self.config());
+        if !self.allow_host.is_empty() {
+            let transport =
+                ReqwestTransport::with_defaults().context("failed to set up the HTTP transport")?;
+            builder = builder.http_transport(Arc::new(transport));
+        }
+        builder.build().context("failed to set up the sandbox")
+    }
+
     /// The user's grants.
     pub fn grants(&self) -> anyhow::Result<Grants> {
         let http = self
@@ -75,43 +94,43 @@ pub fn read_plugin(spec: &str) -> anyhow::Result<(String, Vec<u8>)> {
     )
 }
 
-/// Load a plugin into a new sandbox. When the user granted any host (`--allow-host`), the
-/// sandbox gets the reqwest HTTP transport; without grants no transport exists at all, so even a
-/// gate bug could not open a connection.
+/// Load a plugin into a sandbox of its own (the commands that run one plugin).
+///
+/// # Errors
+/// As [`SandboxArgs::sandbox`] and [`load_into`].
+pub fn load(spec: &str, args: &SandboxArgs) -> anyhow::Result<Plugin> {
+    load_into(&args.sandbox()?, spec)
+}
+
+/// Load a plugin (a `.wasm` path or a built-in name) into `sandbox`.
 ///
 /// # Errors
 /// An unknown or unreadable plugin, or one the sandbox refuses, is an
 /// [`ExpectedError::PluginRefused`] (exit code 11).
-pub fn load(spec: &str, args: &SandboxArgs) -> anyhow::Result<Plugin> {
+pub fn load_into(sandbox: &Sandbox, spec: &str) -> anyhow::Result<Plugin> {
     let (name, bytes) = read_plugin(spec).map_err(|e| ExpectedError::plugin(spec, e))?;
-    let sandbox = Sandbox::new(args.config()).context("failed to set up the sandbox")?;
-    if !args.allow_host.is_empty() {
-        let transport =
-            ReqwestTransport::with_defaults().context("failed to set up the HTTP transport")?;
-        sandbox.set_http_transport(std::sync::Arc::new(transport));
-    }
     sandbox
         .load_bytes(&name, &bytes)
         .map_err(|e| ExpectedError::plugin(&name, e).into())
 }
 
-/// Load every `--reward-plugin` (a `.wasm` path or built-in name) under the same sandbox flags as
-/// the env (`train --reward-plugin FILE`: sandboxed reward functions whose `score(trajectory)`
-/// is added to the env rewards of every trajectory).
+/// Load every `--reward-plugin` (a `.wasm` path or built-in name) into the run's sandbox
+/// (`train --reward-plugin FILE`: sandboxed reward functions whose `score(trajectory)` is added
+/// to the env rewards of every trajectory).
 ///
 /// # Errors
 /// [`ExpectedError::PluginRefused`] (exit code 11) for a plugin that fails verification, or is
 /// an env plugin rather than a reward-function plugin.
 pub fn load_reward_functions(
+    sandbox: &Sandbox,
     specs: &[String],
-    args: &SandboxArgs,
 ) -> anyhow::Result<Vec<Box<dyn RewardFunction>>> {
     specs
         .iter()
         .map(|spec| {
-            let function = load(spec, args)?
-                .reward_function()
-                .map_err(|e| ExpectedError::plugin(spec, e))?;
+            let plugin = load_into(sandbox, spec)?;
+            let function =
+                WasmRewardFunction::new(&plugin).map_err(|e| ExpectedError::plugin(spec, e))?;
             Ok(Box::new(function) as Box<dyn RewardFunction>)
         })
         .collect()

@@ -6,7 +6,7 @@
 //! `--config FILE`, `RAGEN_<SECTION>__<KEY>` variables, `--set`, then `--model` / `--iterations`.
 //! With `--resume DIR` the run's own `config.toml` replaces the first four layers.
 
-use super::plugin_args::{SandboxArgs, load, load_reward_functions};
+use super::plugin_args::{SandboxArgs, load_into, load_reward_functions};
 use super::run_config::base_config;
 use crate::ExpectedError;
 use crate::report::Reporters;
@@ -14,6 +14,7 @@ use crate::report::jsonl::JsonlReporter;
 use crate::report::progress::ProgressReporter;
 use anyhow::Context;
 use ragen_gym_core::{Env, EnvCallError};
+use ragen_gym_sandbox::WasmEnv;
 use ragen_gym_starpo::{Config, ConfigBuilder, ConfigError, RunDir, TrainSetup, Trainer};
 use std::path::{Path, PathBuf};
 
@@ -106,16 +107,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let config = finish_config(builder, &args).map_err(ExpectedError::config)?;
 
+    // One sandbox for the run: the env's instances plus one per reward function.
     let mut sandbox_args = args.sandbox.clone();
-    sandbox_args.max_instances =
-        Some(u32::try_from(config.live_env_instances()).unwrap_or(u32::MAX));
-    let plugin = load(&env_spec, &sandbox_args)?;
+    sandbox_args.max_instances = Some(
+        u32::try_from(config.live_env_instances() + args.reward_plugin.len()).unwrap_or(u32::MAX),
+    );
+    let sandbox = sandbox_args.sandbox()?;
+    let plugin = load_into(&sandbox, &env_spec)?;
     let grants = args.sandbox.grants()?;
     let env_config = config.env.config.clone();
     let sha = plugin.info().sha256.clone();
     let make_env: ragen_gym_starpo::EnvFactory =
         Box::new(move || -> Result<Box<dyn Env>, EnvCallError> {
-            Ok(Box::new(plugin.new_env(&env_config, grants.clone())?))
+            Ok(Box::new(WasmEnv::new(
+                &plugin,
+                &env_config,
+                grants.clone(),
+            )?))
         });
     let log_trajectories = config.trainer.log_trajectories as usize;
     let mut trainer = Trainer::new(TrainSetup {
@@ -123,7 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         make_env,
         plugin_sha256: sha,
         env_source: env_spec,
-        reward_functions: load_reward_functions(&args.reward_plugin, &args.sandbox)?,
+        reward_functions: load_reward_functions(&sandbox, &args.reward_plugin)?,
         run_dir,
         resume: args.resume.is_some(),
         device,

@@ -6,7 +6,7 @@
 use crate::cmd::plugin_args::read_plugin;
 use ragen_gym_core::splitmix64;
 use ragen_gym_core::{Env, NativeEnv};
-use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig};
+use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, WasmEnv};
 use std::time::{Duration, Instant};
 
 /// Arguments of `bench envs`.
@@ -57,10 +57,10 @@ fn steps_per_second(env: &mut dyn Env, steps: u64) -> anyhow::Result<(f64, f64)>
 /// Mean µs to make a fresh env (new instance) and reset it.
 fn fresh_instance_us(plugin: &Plugin, n: u32) -> anyhow::Result<f64> {
     // Warm up the pool slots.
-    plugin.new_env("", Grants::default())?.reset(0)?;
+    WasmEnv::new(plugin, "", Grants::default())?.reset(0)?;
     let start = Instant::now();
     for i in 0..n {
-        let mut e = plugin.new_env("", Grants::default())?;
+        let mut e = WasmEnv::new(plugin, "", Grants::default())?;
         e.reset(u64::from(i))?;
     }
     Ok(start.elapsed().as_secs_f64() * 1e6 / f64::from(n.max(1)))
@@ -112,9 +112,11 @@ pub fn run(args: EnvsArgs) -> anyhow::Result<()> {
         let p_off = fuel_off.load_bytes(&label, &bytes)?;
         let (native_sps, native_reset) = steps_per_second(native(name)?.as_mut(), args.steps)?;
         let (on_sps, on_reset) =
-            steps_per_second(&mut p_on.new_env("", Grants::default())?, args.steps)?;
-        let (off_sps, _) =
-            steps_per_second(&mut p_off.new_env("", Grants::default())?, args.steps)?;
+            steps_per_second(&mut WasmEnv::new(&p_on, "", Grants::default())?, args.steps)?;
+        let (off_sps, _) = steps_per_second(
+            &mut WasmEnv::new(&p_off, "", Grants::default())?,
+            args.steps,
+        )?;
         let fresh_on = fresh_instance_us(&p_on, args.instances)?;
         let fresh_off = fresh_instance_us(&p_off, args.instances)?;
         let row = serde_json::json!({

@@ -29,6 +29,7 @@ use ragen_gym_policy::{
     ModelConfig, ModelParts, ParamGrads, Policy, SamplingParams, Tensor, TokenBatch, Tokenizer,
     Trainable,
 };
+use ragen_gym_sandbox::WasmEnv;
 use ragen_gym_starpo::config::env_preset;
 use ragen_gym_starpo::{ConfigBuilder, ReportError, TrainEvent, TrainSetup, Trainer};
 use serde::Serialize;
@@ -694,7 +695,11 @@ fn iteration(w: &Workload, device: &Device, lora: bool, out: &Path) -> anyhow::R
         let env_config = config.env.config.clone();
         let make_env: ragen_gym_starpo::EnvFactory =
             Box::new(move || -> Result<Box<dyn Env>, EnvCallError> {
-                Ok(Box::new(plugin.new_env(&env_config, Default::default())?))
+                Ok(Box::new(WasmEnv::new(
+                    &plugin,
+                    &env_config,
+                    Default::default(),
+                )?))
             });
         let t = Instant::now();
         let mut trainer = Trainer::new(TrainSetup {

@@ -8,6 +8,7 @@ use ragen_gym_core::splitmix64;
 
 mod model;
 use ragen_gym_core::Env;
+use ragen_gym_sandbox::WasmEnv;
 use std::time::{Duration, Instant};
 
 /// The policy to evaluate.
@@ -64,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return model::run_model(&args, model, &args.device.open()?);
     }
     let plugin = load(&args.env, &args.sandbox)?;
-    let mut env = plugin.new_env(&args.config, args.sandbox.grants()?)?;
+    let mut env = WasmEnv::new(&plugin, &args.config, args.sandbox.grants()?)?;
     let spec = env.spec().clone();
     // Discrete envs: the spec's action names. Free-text envs (e.g. the WebShop bridge): the
     // actions listed on the observation's `Available actions:` line (RAGEN's WebShop format).

@@ -9,6 +9,7 @@ use crate::cmd::run_config::base_config;
 use anyhow::Context;
 use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_policy as pol;
+use ragen_gym_sandbox::WasmEnv;
 use ragen_gym_starpo::{EnvPool, evaluate};
 use std::path::{Path, PathBuf};
 
@@ -84,7 +85,11 @@ pub fn run_model(args: &super::Args, model: &str, device: &pol::Device) -> anyho
     let grants = sandbox.grants()?;
     let envs = (0..n)
         .map(|_| -> Result<Box<dyn Env>, EnvCallError> {
-            Ok(Box::new(plugin.new_env(&cfg.env.config, grants.clone())?))
+            Ok(Box::new(WasmEnv::new(
+                &plugin,
+                &cfg.env.config,
+                grants.clone(),
+            )?))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut pool = EnvPool::new(envs);

@@ -1,0 +1,246 @@
+//! [`WasmEnv`]: one environment in its own component instance (one `Store`), implementing
+//! `ragen_gym_core::Env`. A trap leaves every resource of its instance unusable (wasmtime
+//! answers later calls with `Trap::CannotEnterComponent`), so envs never share an instance and a
+//! trap discards the instance; the next `reset` instantiates a fresh one from the `InstancePre`.
+
+use crate::bindings::environment_export::Guest;
+use crate::grants::Grants;
+use crate::limits::INSTANTIATE_FUEL_CALLS;
+use crate::output;
+use crate::plugin::{Exports, Plugin};
+use crate::state::HostState;
+use ragen_gym_core::{
+    Env, EnvCallError, EnvError, EnvSpec, EnvStats, PluginFailure, PluginFailureKind, ResetResult,
+    StepResult,
+};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use wasmtime::Store;
+use wasmtime::component::ResourceAny;
+
+/// A live instance holding one `env` resource.
+struct Live {
+    store: Store<HostState>,
+    guest: Guest,
+    env: ResourceAny,
+}
+
+/// One sandboxed environment.
+pub struct WasmEnv {
+    plugin: Plugin,
+    config: String,
+    grants: Grants,
+    spec: EnvSpec,
+    live: Option<Live>,
+    ready: bool,
+    stats: EnvStats,
+    http_denied: Arc<AtomicU64>,
+}
+
+impl WasmEnv {
+    /// Create an env of an environment plugin from its JSON config (`""` = defaults) in a fresh
+    /// instance, and read its spec (once per config and plugin; later envs reuse it).
+    ///
+    /// # Errors
+    /// [`EnvCallError::Plugin`] if the plugin is not an environment plugin, traps, or returns
+    /// a bad spec; [`EnvCallError::Env`] if it rejects the config.
+    pub fn new(plugin: &Plugin, config: &str, grants: Grants) -> Result<Self, EnvCallError> {
+        let http_denied = Arc::new(AtomicU64::new(0));
+        let mut stats = EnvStats::default();
+        let mut live = instantiate(plugin, config, &grants, &http_denied, &mut stats)?;
+        let spec = match plugin.cached_spec(config) {
+            Some(spec) => spec,
+            None => {
+                let max = plugin.config().max_output_bytes;
+                let reply = run(plugin, &mut live, &mut stats, |l| {
+                    l.guest.call_spec(&mut l.store, config)
+                })?;
+                let spec = reply.map_err(|e| EnvCallError::Env {
+                    env_id: plugin.info().manifest.id.clone(),
+                    error: output::clip_env_error(e.into(), max),
+                })?;
+                let spec = spec.into();
+                output::check_spec(&spec, max)
+                    .map_err(|m| plugin.failure(PluginFailureKind::BadOutput, m))?;
+                plugin.cache_spec(config, &spec);
+                spec
+            }
+        };
+        Ok(Self {
+            plugin: plugin.clone(),
+            config: config.to_string(),
+            grants,
+            spec,
+            live: Some(live),
+            ready: false,
+            stats,
+            http_denied,
+        })
+    }
+
+    /// The plugin this env runs.
+    pub fn plugin(&self) -> &Plugin {
+        &self.plugin
+    }
+
+    /// Captured guest stderr of the current instance (up to `max` trailing bytes).
+    pub fn stderr_tail(&self, max: usize) -> String {
+        self.live
+            .as_ref()
+            .map(|l| l.store.data().stderr_tail(max))
+            .unwrap_or_default()
+    }
+
+    /// Run one call on the live instance; on a trap discard the instance.
+    fn call<R>(
+        &mut self,
+        f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginFailure> {
+        let Some(live) = self.live.as_mut() else {
+            return Err(self
+                .plugin
+                .failure(PluginFailureKind::Instantiate, "no live instance"));
+        };
+        let result = run(&self.plugin, live, &mut self.stats, f);
+        if result.is_err() {
+            self.discard();
+        }
+        result
+    }
+
+    fn discard(&mut self) {
+        if let Some(live) = self.live.take() {
+            self.stats.log_dropped += live.store.data().log_dropped;
+        }
+        self.ready = false;
+    }
+
+    /// The plugin returned something the host refuses: discard the instance.
+    fn bad_output(&mut self, message: String) -> EnvCallError {
+        self.discard();
+        self.stats.plugin_errors += 1;
+        self.plugin
+            .failure(PluginFailureKind::BadOutput, message)
+            .into()
+    }
+
+    fn env_error(&self, error: EnvError) -> EnvCallError {
+        EnvCallError::Env {
+            env_id: self.spec.id.clone(),
+            error: output::clip_env_error(error, self.plugin.config().max_output_bytes),
+        }
+    }
+}
+
+/// A fresh instance with its `env` resource constructed from `config`.
+fn instantiate(
+    plugin: &Plugin,
+    config: &str,
+    grants: &Grants,
+    http_denied: &Arc<AtomicU64>,
+    stats: &mut EnvStats,
+) -> Result<Live, PluginFailure> {
+    let Exports::Env(indices) = plugin.exports() else {
+        return Err(plugin.failure(
+            PluginFailureKind::Instantiate,
+            "is not an environment plugin",
+        ));
+    };
+    let mut store = plugin.new_store(grants, http_denied.clone());
+    plugin.arm(&mut store, INSTANTIATE_FUEL_CALLS);
+    stats.instances += 1;
+    let guest = plugin
+        .pre()
+        .instantiate(&mut store)
+        .and_then(|instance| indices.load(&mut store, &instance));
+    let guest = match guest {
+        Ok(g) => g,
+        Err(e) => {
+            stats.plugin_errors += 1;
+            let mut failure = plugin.classify(&e, &store);
+            if failure.kind == PluginFailureKind::Trap {
+                failure.kind = PluginFailureKind::Instantiate;
+            }
+            return Err(failure);
+        }
+    };
+    let env = match guest.env().call_constructor(&mut store, config) {
+        Ok(r) => r,
+        Err(e) => {
+            stats.plugin_errors += 1;
+            return Err(plugin.classify(&e, &store));
+        }
+    };
+    stats.fuel_used += plugin.fuel_used(&store, INSTANTIATE_FUEL_CALLS);
+    Ok(Live { store, guest, env })
+}
+
+/// One call under the per-call budgets, counting fuel and failures. The caller discards the
+/// instance on `Err`.
+fn run<R>(
+    plugin: &Plugin,
+    live: &mut Live,
+    stats: &mut EnvStats,
+    f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
+) -> Result<R, PluginFailure> {
+    plugin.arm(&mut live.store, 1);
+    let result = f(live);
+    stats.fuel_used += plugin.fuel_used(&live.store, 1);
+    result.map_err(|e| {
+        stats.plugin_errors += 1;
+        plugin.classify(&e, &live.store)
+    })
+}
+
+impl Env for WasmEnv {
+    fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+
+    /// Start an episode. Makes a fresh instance first if the last one was discarded; reseeds
+    /// the guest's randomness and rewinds its clocks from `seed`.
+    fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvCallError> {
+        if self.live.is_none() {
+            let live = instantiate(
+                &self.plugin,
+                &self.config,
+                &self.grants,
+                &self.http_denied,
+                &mut self.stats,
+            )?;
+            self.live = Some(live);
+        }
+        if let Some(live) = self.live.as_mut() {
+            live.store.data_mut().reseed(seed);
+        }
+        let reply = self.call(|l| l.guest.env().call_reset(&mut l.store, l.env, seed))?;
+        let r: ResetResult = reply.map_err(|e| self.env_error(e.into()))?.into();
+        output::check_reset(&r, self.plugin.config().max_output_bytes)
+            .map_err(|m| self.bad_output(m))?;
+        self.ready = true;
+        Ok(r)
+    }
+
+    /// Apply one action; `not-ready` if the instance was discarded since the last reset.
+    fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
+        if self.live.is_none() || !self.ready {
+            return Err(self.env_error(EnvError::NotReady(
+                "call reset first (the instance is new or was discarded after an error)".into(),
+            )));
+        }
+        let reply = self.call(|l| l.guest.env().call_step(&mut l.store, l.env, action))?;
+        let r: StepResult = reply.map_err(|e| self.env_error(e.into()))?.into();
+        output::check_step(&r, self.plugin.config().max_output_bytes)
+            .map_err(|m| self.bad_output(m))?;
+        Ok(r)
+    }
+
+    fn stats(&self) -> EnvStats {
+        let mut s = self.stats.clone();
+        s.http_denied = self.http_denied.load(Ordering::Relaxed);
+        if let Some(live) = &self.live {
+            s.log_dropped += live.store.data().log_dropped;
+        }
+        s
+    }
+}
