@@ -16,6 +16,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod constrain;
+pub mod cpu;
 pub mod critic;
 pub mod device;
 mod device_sampling;
@@ -23,6 +24,7 @@ pub mod error;
 pub mod loader;
 pub mod lora;
 pub mod model;
+
 pub mod optim;
 pub mod policy;
 pub mod sampling;

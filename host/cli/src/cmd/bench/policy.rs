@@ -1,14 +1,15 @@
-//! `ragen-gym bench policy`: sampling and training throughput of the candle policy, full
-//! fine-tuning vs LoRA, with peak memory, printed next to reference figures measured with other
-//! stacks on the same kind of 2-core machine (`shared/models/README.md`).
+//! `ragen-gym bench policy`: sampling, prefill and training throughput of the candle policy, full
+//! fine-tuning vs LoRA, with peak memory. It prints our figures alone: ratios against PyTorch,
+//! Hugging Face `generate` and llama.cpp come only from `scripts/bench-anchors.sh`, which runs
+//! the same shapes side by side on the same machine and reads `--json` (issue #10).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
 use ragen_gym_policy::{
-    AdamW, AdamWConfig, LoadedModel, LoraConfig, Message, ParamGrads, Policy, SamplingParams,
-    TokenBatch, Trainable, clip_grad_norm, sample, score,
+    AdamW, AdamWConfig, AttentionMask, KvCache, LoadedModel, LoraConfig, Message, ParamGrads,
+    Policy, SamplingParams, Tensor, TokenBatch, Trainable, clip_grad_norm, sample, score,
 };
 
 /// Arguments of `bench policy`.
@@ -21,8 +22,14 @@ pub struct PolicyArgs {
     #[arg(long)]
     pub json: bool,
     /// Sampling batch sizes to measure.
-    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     pub sample_batches: Vec<usize>,
+    /// Skip the sampling and prefill measurements.
+    #[arg(long)]
+    pub no_sample: bool,
+    /// Prefill: tokens of one prompt encoded at batch 1 into the KV cache (0 skips it).
+    #[arg(long, default_value_t = 256)]
+    pub prefill_tokens: usize,
     /// New tokens per sampled sequence.
     #[arg(long, default_value_t = 32)]
     pub new_tokens: usize,
@@ -32,9 +39,12 @@ pub struct PolicyArgs {
     /// Training batch: tokens per sequence (all but the first are scored).
     #[arg(long, default_value_t = 256)]
     pub train_seq: usize,
-    /// Optimiser steps measured per mode (after none of warm-up; the first step is included).
+    /// Optimiser steps measured per mode, after the warm-up steps.
     #[arg(long, default_value_t = 1)]
     pub train_steps: usize,
+    /// Optimiser steps run before measuring (allocator and thread-pool warm-up).
+    #[arg(long, default_value_t = 1)]
+    pub warmup_steps: usize,
     /// LoRA rank for the LoRA run (alpha = 2 x rank, all projections).
     #[arg(long, default_value_t = 8)]
     pub lora_rank: usize,
@@ -51,12 +61,6 @@ pub struct PolicyArgs {
     #[command(flatten)]
     pub device: crate::cmd::device_args::DeviceArgs,
 }
-
-/// Reference figures (tokens/s) from `shared/models/README.md`, same machine type, 2 threads.
-const REF_HF_GENERATE_B1: f64 = 6.7;
-const REF_HF_GENERATE_B16: f64 = 36.0;
-const REF_LLAMA_CPP_F32_B1: f64 = 21.6;
-const REF_PYTORCH_TRAIN: f64 = 45.0;
 
 /// Peak resident set size of this process in MiB (`VmHWM`).
 pub(crate) fn peak_rss_mib() -> Option<f64> {
@@ -87,6 +91,7 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
         "threads": threads,
         "load_s": load_s,
         "sampling": [],
+        "prefill": [],
         "training": [],
     });
     // Sampling: temperature 1 so rows run to the token budget most of the time.
@@ -98,7 +103,13 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
         )],
         true,
     )?;
-    for &b in &args.sample_batches {
+    report["prompt_ids"] = serde_json::json!(prompt);
+    let batches: &[usize] = if args.no_sample {
+        &[]
+    } else {
+        &args.sample_batches
+    };
+    for &b in batches {
         reset_peak_rss();
         let prompts = vec![prompt.clone(); b];
         let params = SamplingParams {
@@ -111,11 +122,6 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
         let out = sample(&model, tok, &prompts, &params)?;
         let secs = t.elapsed().as_secs_f64();
         let generated: usize = out.iter().map(|s| s.tokens.len()).sum();
-        let reference = match b {
-            1 => Some(REF_HF_GENERATE_B1),
-            16 => Some(REF_HF_GENERATE_B16),
-            _ => None,
-        };
         let tps = generated as f64 / secs;
         report["sampling"]
             .as_array_mut()
@@ -126,11 +132,12 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
                 "generated_tokens": generated,
                 "seconds": secs,
                 "tokens_per_s": tps,
-                "hf_generate_tokens_per_s": reference,
-                "ratio_vs_hf_generate": reference.map(|r| tps / r),
-                "ratio_vs_llama_cpp_f32_b1": (b == 1).then(|| tps / REF_LLAMA_CPP_F32_B1),
                 "peak_rss_mib": peak_rss_mib(),
             }));
+    }
+    if !args.no_sample && args.prefill_tokens > 0 {
+        let row = bench_prefill(&model, args.prefill_tokens)?;
+        report["prefill"].as_array_mut().unwrap().push(row);
     }
     drop(model);
     if !args.no_train {
@@ -176,25 +183,23 @@ fn bench_train(
             ..Default::default()
         },
     )?;
-    // Random token ids from a fixed xorshift64 stream (content does not matter for speed).
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let vocab = loaded.config.vocab_size as u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % vocab) as u32
-    };
-    let seqs: Vec<(Vec<u32>, Vec<u8>)> = (0..args.train_batch)
-        .map(|_| {
-            let ids: Vec<u32> = (0..args.train_seq).map(|_| next()).collect();
-            let mask = (0..args.train_seq).map(|i| u8::from(i > 0)).collect();
+    let vocab = loaded.config.vocab_size;
+    let seqs: Vec<(Vec<u32>, Vec<u8>)> = random_tokens(args.train_batch, args.train_seq, vocab)
+        .into_iter()
+        .map(|ids| {
+            let mask = (0..ids.len()).map(|i| u8::from(i > 0)).collect();
             (ids, mask)
         })
         .collect();
     let batch = TokenBatch::right_padded(&seqs, 0)?;
     let (mut fwd, mut bwd, mut step) = (0.0, 0.0, 0.0);
-    for _ in 0..args.train_steps {
+    let mut steps_s = vec![];
+    for i in 0..args.warmup_steps + args.train_steps {
+        if i == args.warmup_steps {
+            (fwd, bwd, step) = (0.0, 0.0, 0.0);
+            steps_s.clear();
+        }
+        let t_step = Instant::now();
         let t = Instant::now();
         let s = score(policy.model(), &batch)?;
         let n = f64::from(s.mask.sum_all()?.to_scalar::<f32>()?);
@@ -210,6 +215,7 @@ fn bench_train(
         clip_grad_norm(&mut g, 1.0)?;
         opt.step(&g, 1e-6)?;
         step += t.elapsed().as_secs_f64();
+        steps_s.push(t_step.elapsed().as_secs_f64());
     }
     let steps = args.train_steps.max(1) as f64;
     let total = (fwd + bwd + step) / steps;
@@ -220,20 +226,64 @@ fn bench_train(
         "batch": args.train_batch,
         "seq_len": args.train_seq,
         "steps": args.train_steps,
+        "warmup_steps": args.warmup_steps,
+        "steps_s": steps_s,
         "trainable_params": policy.num_trainable(),
         "forward_s": fwd / steps,
         "backward_s": bwd / steps,
         "optimizer_s": step / steps,
         "step_s": total,
         "tokens_per_s": tps,
-        "pytorch_tokens_per_s": REF_PYTORCH_TRAIN,
-        "ratio_vs_pytorch": tps / REF_PYTORCH_TRAIN,
         "peak_rss_mib": peak_rss_mib(),
     }))
 }
 
+/// `rows` rows of `len` token ids from a fixed xorshift64 stream (content does not matter for
+/// speed; `scripts/bench_anchors.py` draws the same ids).
+fn random_tokens(rows: usize, len: usize, vocab: usize) -> Vec<Vec<u32>> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % vocab as u64) as u32
+    };
+    (0..rows)
+        .map(|_| (0..len).map(|_| next()).collect())
+        .collect()
+}
+
+/// Encode one prompt of `tokens` random ids at batch 1 into a fresh KV cache and compute the
+/// last position's logits (what a sampler's prefill does), after a short warm-up.
+fn bench_prefill(
+    model: &ragen_gym_policy::LlamaModel,
+    tokens: usize,
+) -> anyhow::Result<serde_json::Value> {
+    let ids = random_tokens(1, tokens, model.config().vocab_size).remove(0);
+    let run = |ids: &[u32]| -> anyhow::Result<()> {
+        let n = ids.len();
+        let mut cache = KvCache::new(model.config().num_hidden_layers);
+        let input = Tensor::from_slice(ids, (1, n), model.device())?;
+        let mask = AttentionMask::new(&[vec![true; n]], n, model.config(), model.device())?;
+        let hidden = model.forward_hidden(&input, &mask, Some(&mut cache))?;
+        let logits = model.lm_logits(&hidden.narrow(1, n - 1, 1)?.squeeze(1)?)?;
+        logits.to_vec2::<f32>()?;
+        Ok(())
+    };
+    run(&ids[..8.min(tokens)])?;
+    let t = Instant::now();
+    run(&ids)?;
+    let secs = t.elapsed().as_secs_f64();
+    Ok(serde_json::json!({
+        "tokens": tokens,
+        "seconds": secs,
+        "tokens_per_s": tokens as f64 / secs,
+    }))
+}
+
+/// The thread count candle's CPU kernels use (rayon's pool: `RAYON_NUM_THREADS` or all cores).
 fn candle_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    ragen_gym_policy::cpu::num_threads()
 }
 
 fn print_table(r: &serde_json::Value) {
@@ -245,20 +295,25 @@ fn print_table(r: &serde_json::Value) {
     );
     println!("\nsampling (temperature 1, KV cache)");
     println!(
-        "{:>6} {:>10} {:>9} {:>10} {:>14} {:>10}",
-        "batch", "tokens", "seconds", "tok/s", "vs HF generate", "peak MiB"
+        "{:>6} {:>10} {:>9} {:>10} {:>10}",
+        "batch", "tokens", "seconds", "tok/s", "peak MiB"
     );
     for s in r["sampling"].as_array().into_iter().flatten() {
         println!(
-            "{:>6} {:>10} {:>9.2} {:>10.2} {:>14} {:>10.0}",
+            "{:>6} {:>10} {:>9.2} {:>10.2} {:>10.0}",
             s["batch"].to_string(),
             s["generated_tokens"].to_string(),
             s["seconds"].as_f64().unwrap_or(0.0),
             s["tokens_per_s"].as_f64().unwrap_or(0.0),
-            s["ratio_vs_hf_generate"]
-                .as_f64()
-                .map_or("-".into(), |x| format!("{x:.2}x")),
             s["peak_rss_mib"].as_f64().unwrap_or(0.0),
+        );
+    }
+    for p in r["prefill"].as_array().into_iter().flatten() {
+        println!(
+            "\nprefill: {} tokens at batch 1 in {:.2} s = {:.1} tok/s",
+            p["tokens"],
+            p["seconds"].as_f64().unwrap_or(0.0),
+            p["tokens_per_s"].as_f64().unwrap_or(0.0),
         );
     }
     let train = r["training"].as_array().cloned().unwrap_or_default();
@@ -267,21 +322,12 @@ fn print_table(r: &serde_json::Value) {
     }
     println!("\ntraining step (forward + backward + AdamW), all tokens scored");
     println!(
-        "{:>5} {:>8} {:>12} {:>7} {:>7} {:>7} {:>8} {:>8} {:>11} {:>9}",
-        "mode",
-        "BxT",
-        "trainable",
-        "fwd s",
-        "bwd s",
-        "opt s",
-        "step s",
-        "tok/s",
-        "vs PyTorch",
-        "peak MiB"
+        "{:>5} {:>8} {:>12} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9}",
+        "mode", "BxT", "trainable", "fwd s", "bwd s", "opt s", "step s", "tok/s", "peak MiB"
     );
     for t in &train {
         println!(
-            "{:>5} {:>8} {:>12} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>8.2} {:>10.2}x {:>9.0}",
+            "{:>5} {:>8} {:>12} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>8.2} {:>9.0}",
             t["mode"].as_str().unwrap_or("?"),
             format!("{}x{}", t["batch"], t["seq_len"]),
             t["trainable_params"].to_string(),
@@ -290,7 +336,6 @@ fn print_table(r: &serde_json::Value) {
             t["optimizer_s"].as_f64().unwrap_or(0.0),
             t["step_s"].as_f64().unwrap_or(0.0),
             t["tokens_per_s"].as_f64().unwrap_or(0.0),
-            t["ratio_vs_pytorch"].as_f64().unwrap_or(0.0),
             t["peak_rss_mib"].as_f64().unwrap_or(0.0),
         );
     }
