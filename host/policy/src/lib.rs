@@ -24,7 +24,7 @@ pub mod error;
 pub mod loader;
 pub mod lora;
 pub mod model;
-
+mod ops;
 pub mod optim;
 pub mod policy;
 pub mod sampling;

@@ -6,12 +6,14 @@
 //! left padding), SwiGLU. The lm_head is applied only to the hidden states the caller selects.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use candle_core::{D, DType, Device, Tensor};
 
 use crate::config::ModelConfig;
 use crate::device::compute_dtype;
 use crate::lora::{LoraAdapter, frozen_matmul, lora_matmul};
+use crate::ops::{self, RopeTables};
 use crate::{PolicyError, Result};
 
 /// Named weight tensors with Hugging Face names (`model.layers.0.self_attn.q_proj.weight`, ...).
@@ -201,6 +203,10 @@ pub struct AttentionMask {
     sin: Tensor,
     /// [B, 1, 1, T, Tk], 0 where attending is allowed, -1e9 elsewhere.
     bias: Tensor,
+    /// The same tables on the host for the fused CPU kernels: cos/sin [B, T, head_dim/2].
+    rope: RopeTables,
+    /// The same mask on the host: [B, T, Tk].
+    bias_host: Arc<Vec<f32>>,
 }
 
 impl AttentionMask {
@@ -259,9 +265,14 @@ impl AttentionMask {
         }
         let dtype = compute_dtype(device);
         Ok(Self {
-            cos: Tensor::from_vec(cos, (b, 1, q_len, half), device)?.to_dtype(dtype)?,
-            sin: Tensor::from_vec(sin, (b, 1, q_len, half), device)?.to_dtype(dtype)?,
-            bias: Tensor::from_vec(bias, (b, 1, 1, q_len, tk), device)?,
+            cos: Tensor::from_slice(&cos, (b, 1, q_len, half), device)?.to_dtype(dtype)?,
+            sin: Tensor::from_slice(&sin, (b, 1, q_len, half), device)?.to_dtype(dtype)?,
+            bias: Tensor::from_slice(&bias, (b, 1, 1, q_len, tk), device)?,
+            rope: RopeTables {
+                cos: Arc::new(cos),
+                sin: Arc::new(sin),
+            },
+            bias_host: Arc::new(bias),
         })
     }
 }
@@ -273,14 +284,23 @@ impl AttentionMask {
             cos: self.cos.to_dtype(dtype)?,
             sin: self.sin.to_dtype(dtype)?,
             bias: self.bias.clone(),
+            rope: self.rope.clone(),
+            bias_host: self.bias_host.clone(),
         })
     }
 }
 
-/// Per-layer key/value cache for sampling: `k`, `v` of shape [B, KV, Tk, head_dim].
+/// Per-layer key/value cache for sampling: `k`, `v` of shape [B, Tk, KV, head_dim] (the fused
+/// CPU kernels' layout) or [B, KV, Tk, head_dim] (the composed ops' layout).
+///
+/// Prefix sharing (issue #10, item 3) would add a shared, read-only prefix block here (one
+/// `(k, v)` per layer at batch 1, prefilled once per group) next to the per-row blocks; the
+/// fused attention reads keys block by block, so only the mask and that loop need to learn it.
 #[derive(Debug, Clone, Default)]
 pub struct KvCache {
     layers: Vec<Option<(Tensor, Tensor)>>,
+    /// The key-position dimension of the cached tensors (1 fused, 2 composed).
+    seq_dim: usize,
 }
 
 impl KvCache {
@@ -288,6 +308,7 @@ impl KvCache {
     pub fn new(num_layers: usize) -> Self {
         Self {
             layers: vec![None; num_layers],
+            seq_dim: 1,
         }
     }
 
@@ -296,7 +317,7 @@ impl KvCache {
         self.layers
             .first()
             .and_then(|l| l.as_ref())
-            .map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
+            .map_or(0, |(k, _)| k.dim(self.seq_dim).unwrap_or(0))
     }
 
     /// Append the rows of `other` (same layers and key length) after this cache's rows; an
@@ -354,6 +375,8 @@ pub struct LlamaModel {
     lm_head: Option<Tensor>,
     frozen_base: bool,
     dtype: DType,
+    /// Use the fused CPU kernels ([`crate::ops`]) where they apply (f32 on the CPU).
+    fused: bool,
 }
 
 impl LlamaModel {
@@ -401,6 +424,7 @@ impl LlamaModel {
             lm_head,
             frozen_base: parts.frozen_base,
             dtype: compute_dtype(&device),
+            fused: true,
         })
     }
 
@@ -437,6 +461,7 @@ impl LlamaModel {
             lm_head: self.lm_head.as_ref().map(&f).transpose()?,
             frozen_base: self.frozen_base,
             dtype: self.dtype,
+            fused: self.fused,
         })
     }
 
@@ -537,6 +562,29 @@ impl LlamaModel {
         m
     }
 
+    /// The same weights with the fused CPU kernels switched on or off (tests compare both).
+    #[cfg(test)]
+    pub(crate) fn with_fused(&self, fused: bool) -> Self {
+        let mut m = self.clone();
+        m.fused = fused;
+        m
+    }
+
+    /// Whether this call runs the fused CPU kernels.
+    fn fuse(&self, x: &Tensor) -> bool {
+        self.fused && ops::fusable(x)
+    }
+
+    /// The lm_head weight [V, D] (the embedding when tied).
+    pub(crate) fn lm_head_weight(&self) -> &Tensor {
+        self.lm_head.as_ref().unwrap_or(&self.embed_tokens)
+    }
+
+    /// Whether [`crate::score`] may use the fused log-prob kernel for `hidden`.
+    pub(crate) fn fuse_logprobs(&self, hidden: &Tensor) -> bool {
+        self.fuse(hidden) && ops::fusable(self.lm_head_weight())
+    }
+
     /// The same model with every LoRA adapter removed (base weights only, shared storage).
     pub fn without_adapters(&self) -> Self {
         let mut m = self.detached();
@@ -580,16 +628,25 @@ impl LlamaModel {
             .index_select(&input_ids.flatten_all()?, 0)?
             .reshape((b, t, self.cfg.hidden_size))?
             .to_dtype(self.dtype)?;
-        if let Some(c) = cache.as_deref_mut()
-            && c.layers.len() != self.layers.len()
-        {
-            *c = KvCache::new(self.layers.len());
+        if let Some(c) = cache.as_deref_mut() {
+            if c.layers.len() != self.layers.len() {
+                *c = KvCache::new(self.layers.len());
+            }
+            c.seq_dim = if self.fuse(&x) { 1 } else { 2 };
         }
         for (i, layer) in self.layers.iter().enumerate() {
             let slot = cache.as_deref_mut().map(|c| &mut c.layers[i]);
             x = self.layer_forward(layer, &x, mask, slot)?;
         }
-        rms_norm(&x, &self.norm, self.cfg.rms_norm_eps)
+        self.rms_norm(&x, &self.norm)
+    }
+
+    /// RMSNorm in f32 (fused on the CPU).
+    fn rms_norm(&self, x: &Tensor, w: &Tensor) -> Result<Tensor> {
+        if self.fuse(x) && ops::fusable(w) {
+            return Ok(ops::rms_norm(x, w, self.cfg.rms_norm_eps)?);
+        }
+        rms_norm(x, w, self.cfg.rms_norm_eps)
     }
 
     /// Logits of selected hidden states: [N, D] -> [N, V] in f32 (tied or untied lm_head).
@@ -616,14 +673,20 @@ impl LlamaModel {
         mask: &AttentionMask,
         cache: Option<&mut Option<(Tensor, Tensor)>>,
     ) -> Result<Tensor> {
-        let h = rms_norm(x, &l.input_layernorm, self.cfg.rms_norm_eps)?.to_dtype(self.dtype)?;
+        let h = self.rms_norm(x, &l.input_layernorm)?.to_dtype(self.dtype)?;
         let attn = self.attention(l, &h, mask, cache)?;
         let x = (x + attn)?;
-        let h = rms_norm(&x, &l.post_attention_layernorm, self.cfg.rms_norm_eps)?
+        let h = self
+            .rms_norm(&x, &l.post_attention_layernorm)?
             .to_dtype(self.dtype)?;
-        let gate = l.gate_proj.forward(&h)?.silu()?;
+        let gate = l.gate_proj.forward(&h)?;
         let up = l.up_proj.forward(&h)?;
-        let mlp = l.down_proj.forward(&(gate * up)?)?;
+        let act = if self.fuse(&gate) {
+            ops::swiglu(&gate, &up)?
+        } else {
+            (gate.silu()? * up)?
+        };
+        let mlp = l.down_proj.forward(&act)?;
         Ok((x + mlp)?)
     }
 
@@ -640,6 +703,27 @@ impl LlamaModel {
         let kv = self.cfg.num_kv_heads();
         let hd = self.cfg.head_dim();
         let rep = h / kv;
+        if self.fuse(x) {
+            // [B, T, heads·hd] is already [B, T, heads, hd]: no transposes.
+            let q = ops::rope(&l.q_proj.forward(x)?.reshape((b, t, h, hd))?, &mask.rope)?;
+            let k = ops::rope(&l.k_proj.forward(x)?.reshape((b, t, kv, hd))?, &mask.rope)?;
+            let v = l.v_proj.forward(x)?.reshape((b, t, kv, hd))?;
+            let (k, v) = match cache {
+                Some(slot) => {
+                    let (k, v) = match slot.take() {
+                        Some((pk, pv)) => {
+                            (Tensor::cat(&[&pk, &k], 1)?, Tensor::cat(&[&pv, &v], 1)?)
+                        }
+                        None => (k, v),
+                    };
+                    *slot = Some((k.clone(), v.clone()));
+                    (k, v)
+                }
+                None => (k, v),
+            };
+            let out = ops::attention(&q, &k, &v, &mask.bias_host, 1.0 / (hd as f64).sqrt())?;
+            return l.o_proj.forward(&out);
+        }
         // [B, T, H*hd] -> [B, H, T, hd]
         let q = l
             .q_proj
@@ -670,30 +754,43 @@ impl LlamaModel {
             }
             None => (k, v),
         };
-        let tk = k.dim(2)?;
-        // Grouped-query attention: query head j uses kv head j / rep, so [B, H, T, hd] reshapes
-        // to [B, KV, rep*T, hd] without copying K/V.
-        let q = q
-            .affine(1.0 / (hd as f64).sqrt(), 0.0)?
-            .reshape((b, kv, rep * t, hd))?;
-        let scores = q.matmul(&k.t()?)?.to_dtype(DType::F32)?; // [B, KV, rep*T, Tk]
-        let scores = scores
-            .reshape((b, kv, rep, t, tk))?
-            .broadcast_add(&mask.bias)?;
-        let probs = softmax_last_dim(&scores)?
-            .reshape((b, kv, rep * t, tk))?
-            .to_dtype(self.dtype)?;
-        let out = probs.matmul(&v)?; // [B, KV, rep*T, hd]
-        let out = out
-            .reshape((b, h, t, hd))?
-            .transpose(1, 2)?
-            .reshape((b, t, h * hd))?;
+        let out = sdpa(&q, &k, &v, &mask.bias, rep, self.dtype)?;
         l.o_proj.forward(&out)
     }
 }
 
+/// Grouped-query attention from composed candle ops: q [B, H, T, hd], k/v [B, KV, Tk, hd],
+/// additive mask [B, 1, 1, T, Tk]; returns [B, T, H·hd]. Scores and softmax in f32.
+pub(crate) fn sdpa(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    bias: &Tensor,
+    rep: usize,
+    dtype: DType,
+) -> Result<Tensor> {
+    let (b, h, t, hd) = q.dims4()?;
+    let kv = h / rep;
+    let tk = k.dim(2)?;
+    // Grouped-query attention: query head j uses kv head j / rep, so [B, H, T, hd] reshapes
+    // to [B, KV, rep*T, hd] without copying K/V.
+    let q = q
+        .affine(1.0 / (hd as f64).sqrt(), 0.0)?
+        .reshape((b, kv, rep * t, hd))?;
+    let scores = q.matmul(&k.t()?)?.to_dtype(DType::F32)?; // [B, KV, rep*T, Tk]
+    let scores = scores.reshape((b, kv, rep, t, tk))?.broadcast_add(bias)?;
+    let probs = softmax_last_dim(&scores)?
+        .reshape((b, kv, rep * t, tk))?
+        .to_dtype(dtype)?;
+    let out = probs.matmul(&v.contiguous()?)?; // [B, KV, rep*T, hd]
+    Ok(out
+        .reshape((b, h, t, hd))?
+        .transpose(1, 2)?
+        .reshape((b, t, h * hd))?)
+}
+
 /// RMSNorm in f32: `x / sqrt(mean(x²) + eps) * w`; [.., D] -> [.., D] f32.
-fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
+pub(crate) fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
     let x = x.to_dtype(DType::F32)?;
     let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
     let inv = (ms + eps)?.sqrt()?.recip()?;
@@ -702,7 +799,7 @@ fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
 }
 
 /// Hugging Face `rotate_half` RoPE. x: [B, heads, T, hd], cos/sin: [B, 1, T, hd/2].
-fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+pub(crate) fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     let hd = x.dim(D::Minus1)?;
     let half = hd / 2;
     let x1 = x.narrow(D::Minus1, 0, half)?;

@@ -320,11 +320,24 @@ pub fn score(model: &LlamaModel, batch: &TokenBatch) -> Result<Scores> {
         let n = pos.src.len();
         let src = Tensor::from_vec(pos.src, n, &device)?;
         let dst = Tensor::from_vec(pos.dst, n, &device)?;
-        let tgt = Tensor::from_vec(pos.targets, (n, 1), &device)?;
-        let logits = model.lm_logits(&h.index_select(&src, 0)?)?; // [N, V]
+        let hs = h.index_select(&src, 0)?; // [N, D]
         let (lp, ent) = match sets {
-            None => logprobs_and_entropy(&logits, &tgt)?,
-            Some(sets) => allowed_logprobs_and_entropy(&logits, &tgt, sets)?,
+            // lm_head, log-softmax and entropy in row chunks: no [N, V] logits tensor.
+            None if model.fuse_logprobs(&hs) => {
+                let out = crate::ops::token_logprobs(&hs, model.lm_head_weight(), pos.targets)?;
+                (
+                    out.narrow(1, 0, 1)?.squeeze(1)?.contiguous()?,
+                    out.narrow(1, 1, 1)?.squeeze(1)?.contiguous()?,
+                )
+            }
+            None => {
+                let tgt = Tensor::from_vec(pos.targets, (n, 1), &device)?;
+                logprobs_and_entropy(&model.lm_logits(&hs)?, &tgt)?
+            }
+            Some(sets) => {
+                let tgt = Tensor::from_vec(pos.targets, (n, 1), &device)?;
+                allowed_logprobs_and_entropy(&model.lm_logits(&hs)?, &tgt, sets)?
+            }
         };
         logprobs = logprobs.index_add(&dst, &lp, 0)?;
         entropy = entropy.index_add(&dst, &ent, 0)?;

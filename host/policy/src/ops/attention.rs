@@ -1,0 +1,251 @@
+//! Grouped-query scaled dot-product attention (Ainslie et al. 2023, arXiv 2305.13245) with an
+//! additive mask, as one node.
+//!
+//! Q, K and V are read in the layouts the projections produce (`[B, T, heads, hd]`), and the
+//! output is written as `[B, T, H·hd]`, the o_proj input, so no transposes or copies of K/V are
+//! made. The softmax probabilities are recomputed in the backward from Q and K (as
+//! FlashAttention does, Dao et al. 2022, arXiv 2205.14135), so no `[B, H, T, Tk]` tensor outlives
+//! the op. Query head `j` reads key/value head `j / (H / KV)`.
+//!
+//! Keys come in one block per row today. A shared prompt prefix (issue #10, item 3) fits here as
+//! a second key block read by every row: the score and output loops below run over key blocks,
+//! so adding one means adding the prefix's `(k, v)` slices and its mask columns.
+
+use std::sync::Arc;
+
+use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
+use rayon::prelude::*;
+
+use super::gemm::{Mat, gemm};
+use super::{slice, tensor, with_slice, zeros};
+
+/// Shapes of one call: q [b, t, h, hd], k/v [b, tk, kv, hd].
+#[derive(Debug, Clone, Copy)]
+struct Dims {
+    b: usize,
+    t: usize,
+    h: usize,
+    kv: usize,
+    tk: usize,
+    hd: usize,
+}
+
+struct Attention {
+    /// Additive mask [B, T, Tk]: 0 where a query may attend, a large negative value elsewhere.
+    bias: Arc<Vec<f32>>,
+    scale: f32,
+}
+
+impl Attention {
+    fn dims(&self, q: &Shape, k: &Shape, v: &Shape) -> candle_core::Result<Dims> {
+        let (b, t, h, hd) = q.dims4()?;
+        let (kb, tk, kv, khd) = k.dims4()?;
+        let bad = |m: &str| Err(candle_core::Error::Msg(format!("fused-attention: {m}")));
+        if kb != b || khd != hd || k != v {
+            return bad("q, k, v shapes differ");
+        }
+        if kv == 0 || h % kv != 0 {
+            return bad("query heads are not a multiple of key/value heads");
+        }
+        if self.bias.len() != b * t * tk {
+            return bad("mask shape");
+        }
+        Ok(Dims {
+            b,
+            t,
+            h,
+            kv,
+            tk,
+            hd,
+        })
+    }
+
+    /// Softmax probabilities [t, tk] of query head `hi` in row `bi`.
+    fn probs(&self, d: Dims, q: &[f32], k: &[f32], bi: usize, hi: usize) -> Vec<f32> {
+        let g = hi / (d.h / d.kv);
+        let qm = Mat::rows(&q[(bi * d.t * d.h + hi) * d.hd..], d.t, d.hd, d.h * d.hd);
+        let km = Mat::rows(&k[(bi * d.tk * d.kv + g) * d.hd..], d.tk, d.hd, d.kv * d.hd);
+        let mut p = zeros(d.t * d.tk);
+        gemm(&mut p, d.tk, qm, km.t(), self.scale, false, 1);
+        let bias = &self.bias[bi * d.t * d.tk..(bi + 1) * d.t * d.tk];
+        for (row, brow) in p.chunks_mut(d.tk).zip(bias.chunks(d.tk)) {
+            let mut m = f32::NEG_INFINITY;
+            for (x, b) in row.iter_mut().zip(brow) {
+                *x += b;
+                m = m.max(*x);
+            }
+            let mut s = 0.0f32;
+            for x in row.iter_mut() {
+                *x = (*x - m).exp();
+                s += *x;
+            }
+            let inv = 1.0 / s;
+            for x in row.iter_mut() {
+                *x *= inv;
+            }
+        }
+        p
+    }
+}
+
+impl CustomOp3 for Attention {
+    fn name(&self) -> &'static str {
+        "fused-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qs: &CpuStorage,
+        ql: &Layout,
+        ks: &CpuStorage,
+        kl: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let d = self.dims(ql.shape(), kl.shape(), vl.shape())?;
+        let q = slice(qs, ql, self.name())?;
+        let k = slice(ks, kl, self.name())?;
+        let v = slice(vs, vl, self.name())?;
+        let rep = d.h / d.kv;
+        // One task per (row, query head); each returns its [t, hd] output block.
+        let blocks: Vec<Vec<f32>> = (0..d.b * d.h)
+            .into_par_iter()
+            .map(|item| {
+                let (bi, hi) = (item / d.h, item % d.h);
+                let p = self.probs(d, q, k, bi, hi);
+                let vm = Mat::rows(
+                    &v[(bi * d.tk * d.kv + hi / rep) * d.hd..],
+                    d.tk,
+                    d.hd,
+                    d.kv * d.hd,
+                );
+                let mut o = zeros(d.t * d.hd);
+                gemm(
+                    &mut o,
+                    d.hd,
+                    Mat::rows(&p, d.t, d.tk, d.tk),
+                    vm,
+                    1.0,
+                    false,
+                    1,
+                );
+                o
+            })
+            .collect();
+        let mut out = zeros(d.b * d.t * d.h * d.hd);
+        for (item, o) in blocks.iter().enumerate() {
+            let (bi, hi) = (item / d.h, item % d.h);
+            for ti in 0..d.t {
+                let dst = ((bi * d.t + ti) * d.h + hi) * d.hd;
+                out[dst..dst + d.hd].copy_from_slice(&o[ti * d.hd..(ti + 1) * d.hd]);
+            }
+        }
+        Ok((CpuStorage::F32(out), Shape::from((d.b, d.t, d.h * d.hd))))
+    }
+
+    fn bwd(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        _res: &Tensor,
+        dout: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let d = self.dims(q.shape(), k.shape(), v.shape())?;
+        let rep = d.h / d.kv;
+        let name = self.name();
+        let (dq, dk, dv) = with_slice(q, name, |q| {
+            with_slice(k, name, |k| {
+                with_slice(v, name, |v| {
+                    with_slice(dout, name, |dout| {
+                        // One task per (row, kv head): its rep query heads' dq blocks and its
+                        // dk, dv blocks, all [t or tk, hd].
+                        let parts: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = (0..d.b * d.kv)
+                            .into_par_iter()
+                            .map(|item| {
+                                let (bi, g) = (item / d.kv, item % d.kv);
+                                let off_kv = (bi * d.tk * d.kv + g) * d.hd;
+                                let km = Mat::rows(&k[off_kv..], d.tk, d.hd, d.kv * d.hd);
+                                let vm = Mat::rows(&v[off_kv..], d.tk, d.hd, d.kv * d.hd);
+                                let mut dq = zeros(rep * d.t * d.hd);
+                                let mut dk = zeros(d.tk * d.hd);
+                                let mut dv = zeros(d.tk * d.hd);
+                                let mut dp = zeros(d.t * d.tk);
+                                for r in 0..rep {
+                                    let hi = g * rep + r;
+                                    let off_q = (bi * d.t * d.h + hi) * d.hd;
+                                    let qm = Mat::rows(&q[off_q..], d.t, d.hd, d.h * d.hd);
+                                    let dom = Mat::rows(&dout[off_q..], d.t, d.hd, d.h * d.hd);
+                                    let p = self.probs(d, q, k, bi, hi);
+                                    let pm = Mat::rows(&p, d.t, d.tk, d.tk);
+                                    // dV += Pᵀ dO
+                                    gemm(&mut dv, d.hd, pm.t(), dom, 1.0, true, 1);
+                                    // dP = dO Vᵀ; dS = P ∘ (dP − rowsum(dP ∘ P))
+                                    gemm(&mut dp, d.tk, dom, vm.t(), 1.0, false, 1);
+                                    for (dprow, prow) in dp.chunks_mut(d.tk).zip(p.chunks(d.tk)) {
+                                        let dot: f32 =
+                                            dprow.iter().zip(prow).map(|(a, b)| a * b).sum();
+                                        for (x, pv) in dprow.iter_mut().zip(prow) {
+                                            *x = pv * (*x - dot);
+                                        }
+                                    }
+                                    let dsm = Mat::rows(&dp, d.t, d.tk, d.tk);
+                                    // dQ = scale · dS K; dK += scale · dSᵀ Q
+                                    let dqh = &mut dq[r * d.t * d.hd..(r + 1) * d.t * d.hd];
+                                    gemm(dqh, d.hd, dsm, km, self.scale, false, 1);
+                                    gemm(&mut dk, d.hd, dsm.t(), qm, self.scale, true, 1);
+                                }
+                                (dq, dk, dv)
+                            })
+                            .collect();
+                        let mut dq = zeros(q.len());
+                        let mut dk = zeros(k.len());
+                        let mut dv = zeros(v.len());
+                        for (item, (pq, pk, pv)) in parts.iter().enumerate() {
+                            let (bi, g) = (item / d.kv, item % d.kv);
+                            for r in 0..rep {
+                                let hi = g * rep + r;
+                                for ti in 0..d.t {
+                                    let dst = ((bi * d.t + ti) * d.h + hi) * d.hd;
+                                    let src = (r * d.t + ti) * d.hd;
+                                    dq[dst..dst + d.hd].copy_from_slice(&pq[src..src + d.hd]);
+                                }
+                            }
+                            for ti in 0..d.tk {
+                                let dst = ((bi * d.tk + ti) * d.kv + g) * d.hd;
+                                let src = ti * d.hd;
+                                dk[dst..dst + d.hd].copy_from_slice(&pk[src..src + d.hd]);
+                                dv[dst..dst + d.hd].copy_from_slice(&pv[src..src + d.hd]);
+                            }
+                        }
+                        (dq, dk, dv)
+                    })
+                })
+            })
+        })????;
+        Ok((
+            Some(tensor(dq, q.dims())?),
+            Some(tensor(dk, k.dims())?),
+            Some(tensor(dv, v.dims())?),
+        ))
+    }
+}
+
+/// Attention of `q` [B, T, H, hd] over `k`, `v` [B, Tk, KV, hd] with the additive mask `bias`
+/// [B, T, Tk]; returns [B, T, H·hd]. f32 CPU tensors.
+pub(crate) fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    bias: &Arc<Vec<f32>>,
+    scale: f64,
+) -> candle_core::Result<Tensor> {
+    q.contiguous()?.apply_op3(
+        &k.contiguous()?,
+        &v.contiguous()?,
+        Attention {
+            bias: bias.clone(),
+            scale: scale as f32,
+        },
+    )
+}
