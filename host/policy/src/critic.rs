@@ -88,6 +88,12 @@ impl Critic {
         Ok(v.broadcast_add(self.head_b.as_tensor())?.reshape((b, t))?)
     }
 
+    /// Switch activation (gradient) checkpointing of the backbone on or off
+    /// ([`LlamaModel::with_gradient_checkpointing`]).
+    pub fn set_gradient_checkpointing(&mut self, on: bool) {
+        self.backbone = self.backbone.with_gradient_checkpointing(on);
+    }
+
     /// The trainable tensors (backbone selection + value head).
     pub fn params(&self) -> &[NamedParam] {
         &self.params

@@ -27,6 +27,7 @@ pub mod model;
 mod ops;
 pub mod optim;
 pub mod policy;
+mod recompute;
 pub mod sampling;
 pub mod scoring;
 pub mod tokenizer;

@@ -151,7 +151,7 @@ impl ModelParts<'_> {
 }
 
 #[derive(Debug, Clone)]
-struct DecoderLayer {
+pub(crate) struct DecoderLayer {
     input_layernorm: Tensor,
     post_attention_layernorm: Tensor,
     q_proj: Linear,
@@ -178,6 +178,33 @@ pub(crate) fn layer_projection_paths(i: usize) -> [(String, &'static str); 7] {
 }
 
 impl DecoderLayer {
+    /// Every tensor of the layer (norms, weights, biases, adapters) in a fixed order.
+    pub(crate) fn tensors_mut(&mut self) -> Vec<&mut Tensor> {
+        let mut out = vec![
+            &mut self.input_layernorm,
+            &mut self.post_attention_layernorm,
+        ];
+        for lin in [
+            &mut self.q_proj,
+            &mut self.k_proj,
+            &mut self.v_proj,
+            &mut self.o_proj,
+            &mut self.gate_proj,
+            &mut self.up_proj,
+            &mut self.down_proj,
+        ] {
+            out.push(&mut lin.weight);
+            if let Some(b) = &mut lin.bias {
+                out.push(b);
+            }
+            if let Some(l) = &mut lin.lora {
+                out.push(&mut l.a);
+                out.push(&mut l.b);
+            }
+        }
+        out
+    }
+
     fn projections(&self) -> [&Linear; 7] {
         [
             &self.q_proj,
@@ -377,6 +404,9 @@ pub struct LlamaModel {
     dtype: DType,
     /// Use the fused CPU kernels ([`crate::ops`]) where they apply (f32 on the CPU).
     fused: bool,
+    /// Keep only each layer's input during training and recompute the layer in the backward
+    /// ([`crate::recompute`]).
+    gradient_checkpointing: bool,
 }
 
 impl LlamaModel {
@@ -425,6 +455,7 @@ impl LlamaModel {
             frozen_base: parts.frozen_base,
             dtype: compute_dtype(&device),
             fused: true,
+            gradient_checkpointing: false,
         })
     }
 
@@ -462,6 +493,7 @@ impl LlamaModel {
             frozen_base: self.frozen_base,
             dtype: self.dtype,
             fused: self.fused,
+            gradient_checkpointing: self.gradient_checkpointing,
         })
     }
 
@@ -570,6 +602,21 @@ impl LlamaModel {
         m
     }
 
+    /// The same model with activation (gradient) checkpointing switched on or off: when on, a
+    /// training forward keeps only each decoder layer's input and the backward recomputes the
+    /// layer (Chen et al. 2016, arXiv 1604.06174), trading one more forward for the activation
+    /// memory of all layers but one. Gradients are unchanged. f32 on the CPU only; elsewhere it is ignored.
+    pub fn with_gradient_checkpointing(&self, on: bool) -> Self {
+        let mut m = self.clone();
+        m.gradient_checkpointing = on;
+        m
+    }
+
+    /// Whether activation checkpointing is on.
+    pub fn gradient_checkpointing(&self) -> bool {
+        self.gradient_checkpointing
+    }
+
     /// Whether this call runs the fused CPU kernels.
     fn fuse(&self, x: &Tensor) -> bool {
         self.fused && ops::fusable(x)
@@ -635,6 +682,10 @@ impl LlamaModel {
             c.seq_dim = if self.fuse(&x) { 1 } else { 2 };
         }
         for (i, layer) in self.layers.iter().enumerate() {
+            if self.gradient_checkpointing && cache.is_none() && ops::fusable(&x) {
+                x = crate::recompute::checkpointed_layer(self, i, &x, mask)?;
+                continue;
+            }
             let slot = cache.as_deref_mut().map(|c| &mut c.layers[i]);
             x = self.layer_forward(layer, &x, mask, slot)?;
         }
@@ -666,7 +717,12 @@ impl LlamaModel {
             .to_dtype(DType::F32)?)
     }
 
-    fn layer_forward(
+    /// Layer `i`.
+    pub(crate) fn layer(&self, i: usize) -> &DecoderLayer {
+        &self.layers[i]
+    }
+
+    pub(crate) fn layer_forward(
         &self,
         l: &DecoderLayer,
         x: &Tensor,

@@ -172,6 +172,12 @@ impl Policy {
         self
     }
 
+    /// Switch activation (gradient) checkpointing on or off for training forwards
+    /// ([`LlamaModel::with_gradient_checkpointing`]).
+    pub fn set_gradient_checkpointing(&mut self, on: bool) {
+        self.model = self.model.with_gradient_checkpointing(on);
+    }
+
     /// The autograd model (use with [`crate::score`] for training).
     pub fn model(&self) -> &LlamaModel {
         &self.model

@@ -329,6 +329,8 @@ pub struct ModelSection {
     pub path: String,
     pub lora_rank: usize,
     pub lora_alpha: f64,
+    #[serde(default)]
+    pub gradient_checkpointing: bool,
 }
 
 /// `[env]`.

@@ -42,7 +42,7 @@ impl Models {
         let seed = cfg.seed.sampler;
         let trainable = cfg.model.trainable();
         let ckpt = run.checkpoint_path();
-        let (policy, iteration) = if resume {
+        let (mut policy, iteration) = if resume {
             // A crash between the checkpoint's two renames leaves only `checkpoint.old`.
             pol::recover_interrupted(&ckpt)?;
             if !ckpt.join("trainer_state.json").exists() {
@@ -58,6 +58,7 @@ impl Models {
             let loaded = pol::load_on(&cfg.model.resolved_path(), device)?;
             (pol::Policy::new(&loaded, trainable.clone(), seed)?, 0)
         };
+        policy.set_gradient_checkpointing(cfg.model.gradient_checkpointing);
         let a = &cfg.actor;
         let mut actor_opt = pol::AdamW::new(policy.params(), adamw(a.actor_lr, a.weight_decay))?;
         if resume {
@@ -70,7 +71,8 @@ impl Models {
             } else {
                 cfg.model.resolved_path()
             };
-            let critic = pol::Critic::new(&pol::load_on(&base, device)?, trainable, seed)?;
+            let mut critic = pol::Critic::new(&pol::load_on(&base, device)?, trainable, seed)?;
+            critic.set_gradient_checkpointing(cfg.model.gradient_checkpointing);
             let c = &cfg.critic;
             let mut opt = pol::AdamW::new(critic.params(), adamw(c.critic_lr, c.weight_decay))?;
             if resume {

@@ -60,6 +60,14 @@ pub struct PolicyArgs {
     /// Where the model runs.
     #[command(flatten)]
     pub device: crate::cmd::device_args::DeviceArgs,
+    /// Train with activation (gradient) checkpointing: each layer is recomputed in the backward.
+    #[arg(long)]
+    pub gradient_checkpointing: bool,
+    /// Measure a model of this Hugging Face `config.json`'s shape with random weights (e.g.
+    /// `tests/fixtures/models/qwen2.5-0.5b-instruct/config.json`) instead of `--model`; the
+    /// tokenizer comes from `--model` (only the sampling prompt uses it).
+    #[arg(long)]
+    pub random_weights: Option<PathBuf>,
 }
 
 /// Peak resident set size of this process in MiB (`VmHWM`).
@@ -83,7 +91,14 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
         .model
         .clone()
         .unwrap_or_else(ragen_gym_policy::default_model_path);
-    let loaded = ragen_gym_policy::load_on(&path, &device).context("failed to load the model")?;
+    let mut loaded =
+        ragen_gym_policy::load_on(&path, &device).context("failed to load the model")?;
+    if let Some(path) = &args.random_weights {
+        let config = ragen_gym_policy::ModelConfig::from_json_file(path)?;
+        loaded.weights = ragen_gym_policy::random_weights(&config, 0, &device)?;
+        loaded.config = config;
+        loaded.source = path.clone();
+    }
     let load_s = t0.elapsed().as_secs_f64();
     let threads = candle_threads();
     let mut report = serde_json::json!({
@@ -175,7 +190,8 @@ fn bench_train(
     args: &PolicyArgs,
 ) -> anyhow::Result<serde_json::Value> {
     reset_peak_rss();
-    let policy = Policy::new(loaded, trainable, 0)?;
+    let mut policy = Policy::new(loaded, trainable, 0)?;
+    policy.set_gradient_checkpointing(args.gradient_checkpointing);
     let mut opt = AdamW::new(
         policy.params(),
         AdamWConfig {
@@ -226,6 +242,7 @@ fn bench_train(
         "batch": args.train_batch,
         "seq_len": args.train_seq,
         "steps": args.train_steps,
+        "gradient_checkpointing": args.gradient_checkpointing,
         "warmup_steps": args.warmup_steps,
         "steps_s": steps_s,
         "trainable_params": policy.num_trainable(),
