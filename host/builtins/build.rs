@@ -1,140 +1,157 @@
-//! Compile the built-in env plugins (`plugins/*`) to wasm32-wasip2 components with a nested
-//! `cargo build` and embed them (see `src/lib.rs`). The nested build uses its own target dir
-//! (`target/wasm-plugins`) and profile `wasm-plugin`, and drops the outer build's flags, the way
-//! wasmtime's `crates/test-programs/artifacts/build.rs` builds its guests.
+//! Build the built-in plugins listed in this crate's `Cargo.toml` (`[[package.metadata.builtin]]`)
+//! to wasm32-wasip2 components, and generate the `BUILTINS` table (`$OUT_DIR/builtins.rs`) that
+//! `src/lib.rs` includes: each entry's name, aliases, component bytes, preset text and native
+//! constructor.
 
+use ragen_gym_build_support as wasm;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// (built-in name, cargo package, artifact stem, required)
-const PLUGINS: &[(&str, &str, &str, bool)] = &[
-    ("bandit", "ragen-bandit", "ragen_bandit", true),
-    ("sokoban", "ragen-sokoban", "ragen_sokoban", true),
-    ("frozenlake", "ragen-frozen-lake", "ragen_frozen_lake", true),
-    (
-        "webshop-bridge",
-        "ragen-webshop-bridge",
-        "ragen_webshop_bridge",
-        false,
-    ),
-];
+/// One `[[package.metadata.builtin]]` entry.
+struct Entry {
+    name: String,
+    aliases: Vec<String>,
+    package: String,
+    native: Option<String>,
+    preset: Option<String>,
+}
 
 fn main() {
-    let manifest_dir = PathBuf::from(
+    let root = wasm::workspace_root();
+    let manifest = PathBuf::from(
         std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
-    );
-    let root = manifest_dir
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root");
-    for dir in ["plugins", "sdk", "wit"] {
-        println!("cargo:rerun-if-changed={}", root.join(dir).display());
-    }
-    println!(
-        "cargo:rerun-if-changed={}",
-        root.join("Cargo.toml").display()
-    );
-    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let target_dir = root.join("target/wasm-plugins");
-    check_target();
+    )
+    .join("Cargo.toml");
+    println!("cargo:rerun-if-changed={}", manifest.display());
+    wasm::rerun_if_changed(&root, &["plugins", "sdk", "wit", "configs", "Cargo.toml"]);
+    let entries = read_registry(&manifest);
 
-    let required: Vec<&str> = PLUGINS.iter().filter(|p| p.3).map(|p| p.1).collect();
-    if let Err(e) = cargo_build(&root, &target_dir, &required) {
+    let packages: Vec<&str> = entries.iter().map(|e| e.package.as_str()).collect();
+    if let Err(e) = wasm::build(&root, &packages) {
         panic!("building the built-in plugins failed: {e}");
     }
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let mut functions = String::new();
     let mut table = String::from(
-        "/// Built-in plugins: (name, component bytes).\npub static BUILTINS: &[(&str, &[u8])] = &[\n",
+        "/// The built-in plugins, in the order of `host/builtins/Cargo.toml`.\n\
+         pub static BUILTINS: &[Builtin] = &[\n",
     );
-    for (name, package, stem, required) in PLUGINS {
-        if !required && let Err(e) = cargo_build(&root, &target_dir, &[package]) {
-            println!("cargo:warning=optional built-in `{name}` ({package}) not embedded: {e}");
-            continue;
-        }
-        let artifact = target_dir.join(format!("wasm32-wasip2/wasm-plugin/{stem}.wasm"));
-        if !required
-            && !std::fs::read(&artifact).is_ok_and(|b| b.windows(12).any(|w| w == b"ragen:plugin"))
-        {
-            println!(
-                "cargo:warning=optional built-in `{name}` not embedded: it has no `ragen:plugin` manifest yet"
-            );
-            continue;
-        }
-        let dest = out_dir.join(format!("{name}.wasm"));
+    for e in &entries {
+        let artifact = wasm::artifact(&root, &e.package);
+        let dest = out_dir.join(format!("{}.wasm", e.name));
         std::fs::copy(&artifact, &dest)
-            .unwrap_or_else(|e| panic!("copying {} failed: {e}", artifact.display()));
-        table.push_str(&format!(
-            "    ({name:?}, include_bytes!({:?})),\n",
-            dest.display().to_string()
-        ));
+            .unwrap_or_else(|err| panic!("copying {} failed: {err}", artifact.display()));
+        let preset = match &e.preset {
+            Some(file) => {
+                let path = root.join("configs").join(file);
+                assert!(
+                    path.is_file(),
+                    "built-in `{}`: preset {} does not exist",
+                    e.name,
+                    path.display()
+                );
+                format!("Some(include_str!({:?}))", path.display().to_string())
+            }
+            None => "None".into(),
+        };
+        let native = match &e.native {
+            Some(ty) => {
+                let f = format!("native_{}", e.name.replace('-', "_"));
+                writeln!(
+                    functions,
+                    "fn {f}(config: &str) -> Result<Box<dyn Env>, EnvCallError> {{\n    \
+                     Ok(Box::new(NativeEnv::<{ty}>::new(config)?))\n}}"
+                )
+                .expect("write to a String");
+                format!("Some({f})")
+            }
+            None => "None".into(),
+        };
+        write!(
+            table,
+            "    Builtin {{\n        name: {:?},\n        aliases: &{:?},\n        package: {:?},\n        \
+             wasm: include_bytes!({:?}),\n        preset: {preset},\n        native: {native},\n    }},\n",
+            e.name,
+            e.aliases,
+            e.package,
+            dest.display().to_string(),
+        )
+        .expect("write to a String");
     }
     table.push_str("];\n");
-    std::fs::write(out_dir.join("builtins.rs"), table).expect("write builtins.rs");
+    std::fs::write(out_dir.join("builtins.rs"), functions + "\n" + &table)
+        .expect("write builtins.rs");
 }
 
-/// Panic with a clear message when the wasm32-wasip2 std is not installed.
-fn check_target() {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let sysroot = Command::new(&rustc)
-        .args(["--print", "sysroot"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if let Some(sysroot) = sysroot
-        && !Path::new(&sysroot)
-            .join("lib/rustlib/wasm32-wasip2")
-            .is_dir()
-    {
-        panic!(
-            "the Rust target wasm32-wasip2 is not installed (needed to build the built-in plugins); run scripts/setup.sh (or `rustup target add wasm32-wasip2`)"
-        );
-    }
-}
-
-fn cargo_build(root: &Path, target_dir: &Path, packages: &[&str]) -> Result<(), String> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root)
-        .args([
-            "build",
-            "--target",
-            "wasm32-wasip2",
-            "--profile",
-            "wasm-plugin",
-            "--target-dir",
-        ])
-        .arg(target_dir);
-    for p in packages {
-        cmd.args(["-p", p]);
-    }
-    // The outer build's settings must not leak into the guest build.
-    for (key, _) in std::env::vars_os() {
-        let Some(key) = key.to_str() else { continue };
-        if key == "RUSTFLAGS"
-            || key == "CARGO_ENCODED_RUSTFLAGS"
-            || key == "CARGO_TARGET_DIR"
-            || key == "CARGO_BUILD_TARGET"
-            || key == "CARGO_BUILD_RUSTFLAGS"
-            || key == "RUSTC_WORKSPACE_WRAPPER"
-            || key == "RUSTC_WRAPPER"
-            || key.starts_with("CARGO_PROFILE_")
-            || key.starts_with("CARGO_TARGET_")
-            || key.starts_with("__CARGO")
-        {
-            cmd.env_remove(key);
-        }
-    }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("could not run cargo: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
-        Err(format!(
-            "`cargo build --target wasm32-wasip2 -p {}` failed:\n{}",
-            packages.join(" -p "),
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        ))
-    }
+/// Read and check the registry: names and aliases unique, packages and types well-formed.
+fn read_registry(manifest: &Path) -> Vec<Entry> {
+    let text = std::fs::read_to_string(manifest)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", manifest.display()));
+    let doc: toml::Table = text
+        .parse()
+        .unwrap_or_else(|e| panic!("parsing {}: {e}", manifest.display()));
+    let list = doc
+        .get("package")
+        .and_then(|p| p.get("metadata"))
+        .and_then(|m| m.get("builtin"))
+        .and_then(toml::Value::as_array)
+        .unwrap_or_else(|| {
+            panic!(
+                "{} has no [[package.metadata.builtin]] entries",
+                manifest.display()
+            )
+        });
+    let mut seen: Vec<String> = Vec::new();
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let field = |key: &str| {
+                v.get(key).map(|x| {
+                    x.as_str()
+                        .unwrap_or_else(|| panic!("builtin #{i}: `{key}` must be a string"))
+                        .to_string()
+                })
+            };
+            let required = |key: &str| {
+                field(key).unwrap_or_else(|| panic!("builtin #{i}: `{key}` is required"))
+            };
+            let aliases: Vec<String> = v
+                .get("aliases")
+                .and_then(toml::Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|x| {
+                            x.as_str()
+                                .unwrap_or_else(|| panic!("builtin #{i}: aliases must be strings"))
+                                .to_string()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let e = Entry {
+                name: required("name"),
+                aliases,
+                package: required("package"),
+                native: field("native"),
+                preset: field("preset"),
+            };
+            for spelling in std::iter::once(&e.name).chain(&e.aliases) {
+                assert!(
+                    !seen.contains(spelling),
+                    "builtin `{spelling}` is listed twice"
+                );
+                seen.push(spelling.clone());
+            }
+            if let Some(ty) = &e.native {
+                assert!(
+                    ty.split("::").all(
+                        |p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_')
+                    ),
+                    "builtin `{}`: native `{ty}` is not a type path",
+                    e.name
+                );
+            }
+            e
+        })
+        .collect()
 }

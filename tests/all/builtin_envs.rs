@@ -1,28 +1,46 @@
-//! The built-in envs (Bandit, Sokoban, FrozenLake): each passes `check_env` natively and
-//! through the sandbox, and the wasm32 build plays exactly the same episodes as the native
-//! build (same seed, same levels and stochastic outcomes on both targets).
+//! The built-in envs, from the registry (`ragen_gym_builtins::BUILTINS`): each one with a native
+//! build passes `check_env` natively and through the sandbox, and its wasm32 build plays exactly
+//! the same episodes as the native build (same seed, same levels and stochastic outcomes on both
+//! targets). Every built-in names an unknown config field. (The WebShop bridge has no native
+//! build; `tests/all/webshop.rs` runs it against a server.)
 
-use ragen_bandit::Bandit;
-use ragen_frozen_lake::FrozenLake;
-use ragen_gym_core::{Env, NativeEnv, check_env};
+use ragen_gym_builtins::{BUILTINS, Builtin};
+use ragen_gym_core::{Env, check_env};
 use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, WasmEnv};
-use ragen_sokoban::Sokoban;
 
-fn plugin(name: &str) -> Plugin {
+fn plugin(b: &Builtin) -> Plugin {
     let sandbox = Sandbox::new(SandboxConfig::default()).expect("sandbox");
-    let bytes =
-        ragen_gym_builtins::builtin(name).unwrap_or_else(|| panic!("built-in {name} missing"));
-    sandbox.load_bytes(name, bytes).expect("load built-in")
+    sandbox.load_bytes(b.name, b.wasm).expect("load built-in")
 }
 
-fn native(name: &str, config: &str) -> Box<dyn Env> {
-    let env: Result<Box<dyn Env>, _> = match name {
-        "bandit" => NativeEnv::<Bandit>::new(config).map(|e| Box::new(e) as Box<dyn Env>),
-        "sokoban" => NativeEnv::<Sokoban>::new(config).map(|e| Box::new(e) as Box<dyn Env>),
-        "frozenlake" => NativeEnv::<FrozenLake>::new(config).map(|e| Box::new(e) as Box<dyn Env>),
-        other => panic!("unknown built-in {other}"),
-    };
-    env.unwrap_or_else(|e| panic!("{name}: {e}"))
+fn native(b: &Builtin, config: &str) -> Box<dyn Env> {
+    let make = b.native.expect("a native build");
+    make(config).unwrap_or_else(|e| panic!("{}: {e}", b.name))
+}
+
+/// Configs beyond the default (`""`) that exercise other code paths of one env.
+const EXTRA_CONFIGS: &[(&str, &str)] = &[
+    (
+        "sokoban",
+        r#"{"dim_x":8,"dim_y":8,"num_boxes":2,"search_depth":10}"#,
+    ),
+    ("sokoban", r#"{"search_depth":30,"grid_vocab":"alternate"}"#),
+];
+
+/// (built-in, config) for every built-in with a native build: the default config, then the
+/// extra ones.
+fn cases() -> Vec<(&'static Builtin, &'static str)> {
+    let natives: Vec<&Builtin> = BUILTINS.iter().filter(|b| b.native.is_some()).collect();
+    assert!(
+        natives.len() >= 3,
+        "bandit, sokoban and frozenlake are native"
+    );
+    let mut cases: Vec<_> = natives.iter().map(|b| (*b, "")).collect();
+    for (name, config) in EXTRA_CONFIGS {
+        let b = ragen_gym_builtins::find(name).expect("a built-in");
+        cases.push((b, config));
+    }
+    cases
 }
 
 /// Play `episodes` seeds, cycling through the action names (plus one invalid action), and
@@ -53,23 +71,13 @@ fn transcript(env: &mut dyn Env, episodes: u64) -> Vec<String> {
     out
 }
 
-const CASES: [(&str, &str); 5] = [
-    ("bandit", ""),
-    ("sokoban", ""),
-    (
-        "sokoban",
-        r#"{"dim_x":8,"dim_y":8,"num_boxes":2,"search_depth":10}"#,
-    ),
-    ("sokoban", r#"{"search_depth":30,"grid_vocab":"alternate"}"#),
-    ("frozenlake", ""),
-];
-
 #[test]
 fn builtins_pass_check_env_natively_and_sandboxed() {
-    for (name, config) in CASES {
-        let report = check_env(|| Ok(native(name, config)));
+    for (b, config) in cases() {
+        let name = b.name;
+        let report = check_env(|| Ok(native(b, config)));
         assert!(report.ok, "native {name} {config}: {:?}", report.failures);
-        let plugin = plugin(name);
+        let plugin = plugin(b);
         let report = check_env(|| {
             WasmEnv::new(&plugin, config, Grants::default()).map(|e| Box::new(e) as Box<dyn Env>)
         });
@@ -83,14 +91,15 @@ fn builtins_pass_check_env_natively_and_sandboxed() {
 
 #[test]
 fn wasm_and_native_builds_play_identical_episodes() {
-    for (name, config) in CASES {
-        let mut wasm = WasmEnv::new(&plugin(name), config, Grants::default()).expect("new env");
+    for (b, config) in cases() {
+        let name = b.name;
+        let mut wasm = WasmEnv::new(&plugin(b), config, Grants::default()).expect("new env");
         assert_eq!(
             wasm.spec(),
-            native(name, config).spec(),
+            native(b, config).spec(),
             "{name} {config}: spec"
         );
-        let expected = transcript(native(name, config).as_mut(), 40);
+        let expected = transcript(native(b, config).as_mut(), 40);
         let got = transcript(&mut wasm, 40);
         assert_eq!(got.len(), expected.len(), "{name} {config}");
         for (g, e) in got.iter().zip(&expected) {
@@ -101,11 +110,37 @@ fn wasm_and_native_builds_play_identical_episodes() {
 
 #[test]
 fn sandboxed_builtins_reject_unknown_config_fields_by_name() {
-    for name in ["bandit", "sokoban", "frozenlake"] {
-        let err = match WasmEnv::new(&plugin(name), r#"{"no_such_field": 1}"#, Grants::default()) {
-            Ok(_) => panic!("{name}: unknown config field accepted"),
+    for b in BUILTINS {
+        let err = match WasmEnv::new(&plugin(b), r#"{"no_such_field": 1}"#, Grants::default()) {
+            Ok(_) => panic!("{}: unknown config field accepted", b.name),
             Err(e) => e.to_string(),
         };
-        assert!(err.contains("no_such_field"), "{name}: {err}");
+        assert!(err.contains("no_such_field"), "{}: {err}", b.name);
+    }
+}
+
+#[test]
+fn every_preset_builds_a_valid_config_alone_and_on_the_cpu_profile() {
+    use ragen_gym_starpo::{ConfigBuilder, EnvPreset, Profile};
+    let with_preset: Vec<&Builtin> = BUILTINS.iter().filter(|b| b.preset.is_some()).collect();
+    assert!(
+        with_preset.len() >= 3,
+        "bandit, sokoban and frozenlake have presets"
+    );
+    for b in with_preset {
+        let preset = EnvPreset {
+            name: b.name,
+            toml: b.preset.expect("filtered"),
+        };
+        for profile in [Profile::Full, Profile::Cpu] {
+            let c = ConfigBuilder::for_env(Some(preset), profile)
+                .and_then(ConfigBuilder::build)
+                .unwrap_or_else(|e| panic!("{} preset, {profile:?}: {e}", b.name));
+            if profile == Profile::Cpu {
+                // RAGEN's Bandit is single-turn; the grid envs get two turns on the CPU profile.
+                let want_turns = if b.name == "bandit" { 1 } else { 2 };
+                assert_eq!(c.agent_proxy.max_turn, want_turns, "{}", b.name);
+            }
+        }
     }
 }

@@ -1,17 +1,23 @@
 //! StarPO trainer integration: the rollout over real env logic (native), and one tiny end-to-end
 //! training run with the default model (train 1 iteration, resume to 2).
 
-use ragen_bandit::Bandit;
+use ragen_gym_builtins::Builtin;
 use ragen_gym_cli::report::Reporters;
 use ragen_gym_cli::report::jsonl::JsonlReporter;
-use ragen_gym_core::{Env, NativeEnv};
-use ragen_gym_starpo::config::env_preset;
 use ragen_gym_starpo::prompt::{CharTokenizer, PromptConfig, Tokenize, env_prefix};
 use ragen_gym_starpo::seeds::group_seeds;
 use ragen_gym_starpo::{
     ConfigBuilder, EnvPool, GenerateError, GenerationParams, Generator, RolloutParams, RunDir,
     TrainSetup, Trainer, rollout,
 };
+
+fn bandit() -> &'static Builtin {
+    ragen_gym_builtins::find("bandit").expect("bandit is built in")
+}
+
+fn native_bandit() -> ragen_gym_builtins::NativeConstructor {
+    bandit().native.expect("bandit builds natively")
+}
 
 /// Always answers `answer` after the forced `<think>`.
 struct Fixed(&'static str);
@@ -30,16 +36,12 @@ impl Generator for Fixed {
 }
 
 fn bandit_pool(n: usize) -> EnvPool {
-    EnvPool::new(
-        (0..n)
-            .map(|_| Box::new(NativeEnv::<Bandit>::new("").unwrap()) as Box<dyn Env>)
-            .collect(),
-    )
+    EnvPool::new((0..n).map(|_| native_bandit()("").unwrap()).collect())
 }
 
 fn params() -> RolloutParams {
     let cfg = ConfigBuilder::new()
-        .layer_str(env_preset("bandit").unwrap(), "bandit")
+        .layer_str(bandit().preset.expect("a preset"), "bandit")
         .unwrap()
         .build()
         .unwrap();
@@ -126,7 +128,7 @@ fn train_one_iteration_then_resume_with_the_default_model() {
             RunDir::open(&run_dir).unwrap().resume_config().unwrap()
         } else {
             ConfigBuilder::new()
-                .layer_str(env_preset("bandit").unwrap(), "bandit")
+                .layer_str(bandit().preset.expect("a preset"), "bandit")
                 .unwrap()
                 .layer_str(
                     "[es_manager.train]\nenv_groups = 1\ngroup_size = 2\n[es_manager.val]\nenv_groups = 1\n\
@@ -147,7 +149,7 @@ fn train_one_iteration_then_resume_with_the_default_model() {
             .unwrap();
         Trainer::new(TrainSetup {
             config: cfg,
-            make_env: Box::new(|| Ok(Box::new(NativeEnv::<Bandit>::new("")?) as Box<dyn Env>)),
+            make_env: Box::new(|| native_bandit()("")),
             plugin_sha256: "native".into(),
             env_source: "bandit".into(),
             reward_functions: vec![],

@@ -17,8 +17,9 @@ use ragen_gym_webshop::{Catalog, WebShopServer};
 
 /// The built-in bridge with its manifest's `capabilities.http` replaced by `targets`.
 pub(crate) fn bridge_declaring(targets: &[String]) -> Vec<u8> {
-    let mut bytes = ragen_gym_builtins::builtin("webshop-bridge")
+    let mut bytes = ragen_gym_builtins::find("webshop-bridge")
         .expect("webshop-bridge built in")
+        .wasm
         .to_vec();
     // The section's name is followed directly by its payload; the manifest JSON may also sit in
     // the data segment, which must stay untouched.

@@ -15,19 +15,6 @@ pub const DEFAULT_TOML: &str = include_str!("../../../configs/default.toml");
 /// CPU profile, applied when no GPU is present (before the env preset).
 pub const CPU_PROFILE_TOML: &str = include_str!("../../../configs/cpu.toml");
 
-/// Built-in env presets (`configs/<name>.toml`) by built-in env name. Callers pass the text to
-/// [`ConfigBuilder::for_env`]; the table moves to the built-ins registry (`host/builtins`, #8).
-pub fn env_preset(name: &str) -> Option<&'static str> {
-    match name {
-        "bandit" => Some(include_str!("../../../configs/bandit.toml")),
-        "sokoban" => Some(include_str!("../../../configs/sokoban.toml")),
-        "frozen-lake" | "frozenlake" | "frozen_lake" => {
-            Some(include_str!("../../../configs/frozenlake.toml"))
-        }
-        _ => None,
-    }
-}
-
 /// Why a configuration could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -771,7 +758,7 @@ mod tests {
     fn for_env_and_user_layers_follow_the_recipe() {
         let preset = EnvPreset {
             name: "bandit",
-            toml: env_preset("bandit").unwrap(),
+            toml: include_str!("../../../configs/bandit.toml"),
         };
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("exp.toml");
@@ -834,9 +821,6 @@ mod tests {
     fn shipped_files_are_valid() {
         for (name, text) in [
             ("cpu.toml", CPU_PROFILE_TOML),
-            ("bandit.toml", env_preset("bandit").unwrap()),
-            ("sokoban.toml", env_preset("sokoban").unwrap()),
-            ("frozenlake.toml", env_preset("frozenlake").unwrap()),
             (
                 "starpo-ppo.toml",
                 include_str!("../../../configs/starpo-ppo.toml"),
@@ -855,18 +839,6 @@ mod tests {
                 .unwrap()
                 .build()
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
-        }
-        // each preset on top of the CPU profile is consistent too; Bandit stays single-turn
-        for env in ["bandit", "sokoban", "frozenlake"] {
-            let c = ConfigBuilder::new()
-                .layer_str(CPU_PROFILE_TOML, "cpu.toml")
-                .unwrap()
-                .layer_str(env_preset(env).unwrap(), env)
-                .unwrap()
-                .build()
-                .unwrap();
-            let want_turns = if env == "bandit" { 1 } else { 2 };
-            assert_eq!(c.agent_proxy.max_turn, want_turns, "{env}");
         }
     }
 }

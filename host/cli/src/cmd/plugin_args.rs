@@ -75,11 +75,11 @@ impl SandboxArgs {
     }
 }
 
-/// Read a plugin: a path to a `.wasm` file, or a built-in name (`bandit`, `sokoban`,
-/// `frozenlake`, ...). Returns a display name and the bytes.
+/// Read a plugin: a built-in name or alias from the registry (`bandit`, `sokoban`, `frozenlake`,
+/// ...), or a path to a `.wasm` file. Returns a display name and the bytes.
 pub fn read_plugin(spec: &str) -> anyhow::Result<(String, Vec<u8>)> {
-    if let Some(bytes) = ragen_gym_builtins::builtin(spec) {
-        return Ok((format!("built-in {spec}"), bytes.to_vec()));
+    if let Some(builtin) = ragen_gym_builtins::find(spec) {
+        return Ok((format!("built-in {}", builtin.name), builtin.wasm.to_vec()));
     }
     let path = Path::new(spec);
     if path.exists() {

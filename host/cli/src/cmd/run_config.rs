@@ -1,9 +1,9 @@
 //! The config recipe that `train` and `eval --model` share ([`ConfigBuilder::for_env`]): the
 //! embedded default, the CPU profile (when the model runs on the CPU, unless given
-//! `--no-cpu-profile`), the env's preset when it is a built-in.
+//! `--no-cpu-profile`), the env's preset when it is a built-in (from the registry,
+//! `ragen_gym_builtins`).
 
 use ragen_gym_policy::Device;
-use ragen_gym_starpo::config::env_preset;
 use ragen_gym_starpo::{ConfigBuilder, ConfigError, EnvPreset, Profile};
 
 /// The hardware profile: the CPU profile when the model runs on the CPU, unless the user opted
@@ -16,12 +16,20 @@ pub fn profile(device: &Device, no_cpu_profile: bool) -> Profile {
     }
 }
 
+/// The preset of the built-in named (or aliased) `env`, if it has one.
+pub fn env_preset(env: &str) -> Option<EnvPreset<'static>> {
+    let builtin = ragen_gym_builtins::find(env)?;
+    Some(EnvPreset {
+        name: builtin.name,
+        toml: builtin.preset?,
+    })
+}
+
 /// The base layers of a run on the plugin named `env` with the model on `device`.
 pub fn base_config(
     env: &str,
     device: &Device,
     no_cpu_profile: bool,
 ) -> Result<ConfigBuilder, ConfigError> {
-    let preset = env_preset(env).map(|toml| EnvPreset { name: env, toml });
-    ConfigBuilder::for_env(preset, profile(device, no_cpu_profile))
+    ConfigBuilder::for_env(env_preset(env), profile(device, no_cpu_profile))
 }

@@ -1,11 +1,10 @@
 //! `ragen-gym bench envs [--json]`: per built-in env, env steps/s natively and through the
 //! sandbox (fuel on and off) in the same run, their ratio, and the cost of a fresh instance
-//! (instantiate + constructor + spec + reset, µs). Timing noise between runs is large (±40 %,
-//! `shared/spec/wasm.md`), so only ratios within one run are meaningful.
+//! (instantiate + constructor + spec + reset, µs). The envs are the registry's built-ins with a
+//! native build. Timing noise between runs is large on a shared machine, so only ratios within
+//! one run are meaningful.
 
-use crate::cmd::plugin_args::read_plugin;
-use ragen_gym_core::splitmix64;
-use ragen_gym_core::{Env, NativeEnv};
+use ragen_gym_core::{Env, splitmix64};
 use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, WasmEnv};
 use std::time::{Duration, Instant};
 
@@ -66,15 +65,6 @@ fn fresh_instance_us(plugin: &Plugin, n: u32) -> anyhow::Result<f64> {
     Ok(start.elapsed().as_secs_f64() * 1e6 / f64::from(n.max(1)))
 }
 
-fn native(name: &str) -> anyhow::Result<Box<dyn Env>> {
-    Ok(match name {
-        "bandit" => Box::new(NativeEnv::<ragen_bandit::Bandit>::new("")?),
-        "sokoban" => Box::new(NativeEnv::<ragen_sokoban::Sokoban>::new("")?),
-        "frozenlake" => Box::new(NativeEnv::<ragen_frozen_lake::FrozenLake>::new("")?),
-        other => anyhow::bail!("no native build of {other}"),
-    })
-}
-
 /// Run `bench envs`.
 pub fn run(args: EnvsArgs) -> anyhow::Result<()> {
     let base = SandboxConfig {
@@ -106,11 +96,16 @@ pub fn run(args: EnvsArgs) -> anyhow::Result<()> {
             "fresh nofl"
         );
     }
-    for name in ["bandit", "sokoban", "frozenlake"] {
-        let (label, bytes) = read_plugin(name)?;
-        let p_on = fuel_on.load_bytes(&label, &bytes)?;
-        let p_off = fuel_off.load_bytes(&label, &bytes)?;
-        let (native_sps, native_reset) = steps_per_second(native(name)?.as_mut(), args.steps)?;
+    // Every built-in with a native build, in registry order.
+    for builtin in ragen_gym_builtins::BUILTINS {
+        let Some(native) = builtin.native else {
+            continue;
+        };
+        let name = builtin.name;
+        let label = format!("built-in {name}");
+        let p_on = fuel_on.load_bytes(&label, builtin.wasm)?;
+        let p_off = fuel_off.load_bytes(&label, builtin.wasm)?;
+        let (native_sps, native_reset) = steps_per_second(native("")?.as_mut(), args.steps)?;
         let (on_sps, on_reset) =
             steps_per_second(&mut WasmEnv::new(&p_on, "", Grants::default())?, args.steps)?;
         let (off_sps, _) = steps_per_second(

@@ -30,7 +30,6 @@ use ragen_gym_policy::{
     Trainable,
 };
 use ragen_gym_sandbox::WasmEnv;
-use ragen_gym_starpo::config::env_preset;
 use ragen_gym_starpo::{ConfigBuilder, ReportError, TrainEvent, TrainSetup, Trainer};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -38,6 +37,7 @@ use serde_json::{Value, json};
 use super::policy::{peak_rss_mib, reset_peak_rss};
 use crate::cmd::device_args::DeviceArgs;
 use crate::cmd::plugin_args::{SandboxArgs, load};
+use crate::cmd::run_config::env_preset;
 
 /// Qwen2.5-0.5B-Instruct's `config.json` (hidden 896, 24 layers, 14 heads, 2 KV heads, FFN 4864,
 /// vocab 151,936, tied embeddings).
@@ -669,7 +669,7 @@ fn iteration(w: &Workload, device: &Device, lora: bool, out: &Path) -> anyhow::R
         let write_s = t.elapsed().as_secs_f64();
         let mut b = ConfigBuilder::new();
         if let Some(preset) = env_preset("sokoban") {
-            b = b.layer_str(preset, "the sokoban preset")?;
+            b = b.layer_str(preset.toml, "the sokoban preset")?;
         }
         let mut overrides = w.iteration.clone();
         overrides.push(format!("model.path=\"{}\"", model_dir.display()));
