@@ -8,6 +8,7 @@
 //! `http-error::denied` and is counted. With no [`HttpTransport`] configured, an allowed call
 //! fails with `http-error::transport`.
 
+use crate::limits::MAX_URL_CHARS_IN_MESSAGES;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -155,7 +156,7 @@ impl std::fmt::Display for HostPort {
 }
 
 fn truncate(s: &str) -> &str {
-    match s.char_indices().nth(200) {
+    match s.char_indices().nth(MAX_URL_CHARS_IN_MESSAGES) {
         Some((i, _)) => &s[..i],
         None => s,
     }

@@ -64,6 +64,8 @@ pub const MAX_SHORT_BYTES: usize = 256;
 pub const MAX_LIST_LEN: usize = 1024;
 /// Longest manifest id, bytes.
 pub const MAX_MANIFEST_ID_BYTES: usize = 128;
+/// A guest's URL is cut to this many characters when it is quoted in an error or a log line.
+pub const MAX_URL_CHARS_IN_MESSAGES: usize = 200;
 
 /// Most log lines a plugin may write per call; more are dropped and counted.
 pub const MAX_LOG_LINES_PER_CALL: u32 = 64;

@@ -1,6 +1,6 @@
 //! Per-instance host state: the WASI context (no capabilities), the store's limiter, captured
-//! stdio, and the deterministic clocks and randomness. The host imports that read it are in
-//! [`crate::imports`].
+//! stdio, and the deterministic clocks and randomness. (The `log` and `http` host imports that
+//! read it are implemented in `imports.rs`.)
 
 use crate::http::HttpGate;
 use crate::limits::PluginLimiter;

@@ -1,6 +1,7 @@
 //! # ragen-frozen-lake: RAGEN's FrozenLake as a ragen-gym environment plugin
 //!
-//! Gymnasium's FrozenLake with RAGEN's random maps (arXiv 2504.20073 §3; spec `ragen.md` §3.3):
+//! Gymnasium's FrozenLake with RAGEN's random maps (arXiv 2504.20073 §3; RAGEN
+//! `ragen/env/frozen_lake/env.py` over gymnasium `gymnasium/envs/toy_text/frozen_lake.py`):
 //! a 4x4 map per seed with P(frozen) = 0.8, distinct random start and goal, the goal always
 //! reachable; slippery moves (intended direction 1/3, each perpendicular 1/3); reward 1 at the
 //! goal; the episode ends in a hole or at the goal. Actions in RAGEN's order `Left`, `Down`,

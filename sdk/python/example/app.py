@@ -1,8 +1,9 @@
 """Entry point of the Python example plugin: the free functions of the `environment` interface.
 
-componentize-py naming (see shared/spec/wasm.md section 4): the interface's free functions live
-in a class named after the interface (`Environment`) in the app module, and the `env` resource
-class lives in a module named after the interface (`environment.py`).
+componentize-py naming (sdk/python/README.md): the interface's free functions live in a class
+named after the interface (`Environment`) in the app module, and the `env` resource class lives
+in a module named after the interface (`environment.py`; anything else fails to build with
+`ModuleNotFoundError`).
 """
 
 import json
