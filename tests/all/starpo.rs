@@ -7,8 +7,8 @@ use ragen_gym_cli::report::jsonl::JsonlReporter;
 use ragen_gym_starpo::prompt::{CharTokenizer, PromptConfig, Tokenize, env_prefix};
 use ragen_gym_starpo::seeds::group_seeds;
 use ragen_gym_starpo::{
-    ConfigBuilder, EnvPool, GenerateError, GenerationParams, Generator, RolloutParams, RunDir,
-    TrainSetup, Trainer, rollout,
+    ConfigBuilder, EnvPool, GenerateError, Generation, GenerationParams, Generator, RolloutParams,
+    RunDir, TrainSetup, Trainer, rollout,
 };
 
 fn bandit() -> &'static Builtin {
@@ -30,8 +30,8 @@ impl Generator for Fixed {
         &mut self,
         prompts: &[Vec<u32>],
         _: &GenerationParams,
-    ) -> Result<Vec<String>, GenerateError> {
-        Ok(prompts.iter().map(|_| self.0.to_string()).collect())
+    ) -> Result<Vec<Generation>, GenerateError> {
+        Ok(prompts.iter().map(|_| Generation::text(self.0)).collect())
     }
 }
 
@@ -84,7 +84,8 @@ fn bandit_rollout_success_is_picking_the_high_arm() {
         &params(),
         &mut |_| {},
     )
-    .unwrap();
+    .unwrap()
+    .trajectories;
     assert_eq!(t.len(), 8);
     for x in &t {
         assert!(x.success, "{x:?}");
@@ -106,7 +107,8 @@ fn bandit_rollout_success_is_picking_the_high_arm() {
         &params(),
         &mut |_| {},
     )
-    .unwrap();
+    .unwrap()
+    .trajectories;
     assert!(
         t.iter()
             .all(|x| !x.success && (x.score() - 0.1).abs() < 1e-12)

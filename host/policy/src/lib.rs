@@ -47,7 +47,7 @@ pub use device::{DeviceSpec, compute_dtype, default_device, device_label, device
 pub use error::{PolicyError, Result};
 pub use loader::{
     LoadedModel, cache_dir, default_model_path, load, load_default, load_on, load_spec,
-    random_weights, resolve_model_path,
+    load_tokenizer, random_weights, resolve_model_path,
 };
 pub use lora::{LoraAdapter, LoraConfig};
 pub use model::{AttentionMask, KvCache, LlamaModel, ModelParts, Weights};

@@ -107,6 +107,21 @@ pub fn load_default() -> Result<LoadedModel> {
     load(&path)
 }
 
+/// Only the tokenizer of a model (a `.gguf` file or a Hugging Face directory), without reading
+/// its weights: for building new models over the same vocabulary (tests, tools).
+///
+/// # Errors
+/// [`PolicyError::InvalidModel`] / [`PolicyError::Io`] naming the offending file.
+pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
+    if path.is_dir() {
+        return Tokenizer::from_file(&path.join("tokenizer.json"));
+    }
+    let mut file = std::fs::File::open(path).map_err(|e| PolicyError::io(path, e))?;
+    let ct = gguf_file::Content::read(&mut file)
+        .map_err(|e| PolicyError::invalid_model(path, format!("not a gguf file: {e}")))?;
+    Tokenizer::from_gguf(&ct).map_err(|e| PolicyError::invalid_model(path, e.to_string()))
+}
+
 /// Load a `.gguf` file or a Hugging Face directory onto [`crate::default_device`].
 ///
 /// # Errors

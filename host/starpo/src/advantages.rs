@@ -189,11 +189,58 @@ pub fn advantages(
             .collect()
     };
     add_stats(m, "critic/advantages", &trained(&adv));
-    add_stats(m, "critic/returns", &trained(&returns));
+    let rets = trained(&returns);
+    add_stats(m, "critic/returns", &rets);
     if !values.is_empty() {
-        add_stats(m, "critic/values", &trained(values));
+        let vals = trained(values);
+        add_stats(m, "critic/values", &vals);
+        m.insert(
+            "critic/vf_explained_var".into(),
+            explained_variance(&rets, &vals),
+        );
     }
     (adv, returns)
+}
+
+/// How far the trainer's old log-probs are from the sampler's, over the trained tokens of the
+/// samples that carry the sampler's log-probs (constrained decoding): verl's
+/// `training/rollout_probs_diff_max` and `_mean` (`verl/utils/debug/metrics.py::calculate_debug_metrics`,
+/// a verl newer than RAGEN's), the absolute difference of the two probabilities. Near 0 when the
+/// update is on-policy (same tokens, same restriction, same weights); empty when no sample has
+/// sampler log-probs.
+pub fn rollout_probs_diff(samples: &[TrainSample], old_logp: &[Vec<f32>]) -> Metrics {
+    let mut diffs = Vec::new();
+    for (s, old) in samples.iter().zip(old_logp) {
+        if s.rollout_logp.is_empty() {
+            continue;
+        }
+        for ((w, a), b) in s.loss_mask.iter().zip(&s.rollout_logp).zip(old) {
+            if *w > 0.0 {
+                diffs.push((f64::from(*a).exp() - f64::from(*b).exp()).abs());
+            }
+        }
+    }
+    let mut m = Metrics::new();
+    if !diffs.is_empty() {
+        m.insert(
+            "training/rollout_probs_diff_max".into(),
+            diffs.iter().copied().fold(0.0, f64::max),
+        );
+        m.insert(
+            "training/rollout_probs_diff_mean".into(),
+            crate::stats::mean(&diffs),
+        );
+    }
+    m
+}
+
+/// How much of the returns' variance the critic's values explain, verl's
+/// `critic/vf_explained_var` (`verl/trainer/ppo/metric_utils.py::compute_data_metrics`):
+/// `1 - var(returns - values) / (var(returns) + 1e-5)`, unbiased variances over the trained
+/// positions. 1 for a perfect critic, 0 for one that predicts the mean, negative when worse.
+pub fn explained_variance(returns: &[f64], values: &[f64]) -> f64 {
+    let diff: Vec<f64> = returns.iter().zip(values).map(|(r, v)| r - v).collect();
+    1.0 - crate::stats::var_unbiased(&diff) / (crate::stats::var_unbiased(returns) + 1e-5)
 }
 
 /// Mean of `rows` over the trained positions of `samples` (0 when none is trained).
@@ -265,6 +312,7 @@ pub fn estimate(
             masked_mean_rows(&ref_logp, samples),
         );
     }
+    m.extend(rollout_probs_diff(samples, &old_logp));
     let t = std::time::Instant::now();
     let (advantages, returns) =
         advantages(&cfg.algorithm, samples, &old_logp, &ref_logp, &values, m);
@@ -343,6 +391,8 @@ mod tests {
             input_ids: vec![0; rewards.len() + 1],
             loss_mask: mask,
             token_rewards: rewards,
+            choices: Vec::new(),
+            rollout_logp: Vec::new(),
             group: 0,
             index: 0,
         }
@@ -379,6 +429,21 @@ mod tests {
         alg.use_kl_in_reward = false;
         let (adv, _) = advantages(&alg, &samples, &old, &reference, &[], &mut m);
         assert!((adv[0][2] - (1.0f64 / (1.0 + 1e-6)) as f32).abs() < 1e-6);
+    }
+
+    #[test]
+    fn explained_variance_as_verl() {
+        // returns 0, 1, 2, 3 (unbiased var 5/3); values 0, 1, 2, 2 leave residuals 0, 0, 0, 1
+        // (mean 1/4, unbiased var 1/4): 1 - (1/4) / (5/3 + 1e-5).
+        let ev = explained_variance(&[0.0, 1.0, 2.0, 3.0], &[0.0, 1.0, 2.0, 2.0]);
+        assert!(
+            (ev - (1.0 - 0.25 / (5.0 / 3.0 + 1e-5))).abs() < 1e-12,
+            "{ev}"
+        );
+        // a perfect critic explains everything, one constant at the mean nothing
+        assert_eq!(explained_variance(&[0.0, 1.0], &[0.0, 1.0]), 1.0);
+        let ev = explained_variance(&[0.0, 1.0], &[0.5, 0.5]);
+        assert!((ev - (1.0 - 0.5 / (0.5 + 1e-5))).abs() < 1e-12, "{ev}");
     }
 
     #[test]

@@ -8,9 +8,22 @@
 //! its trailing `\n`). RAGEN's mask is `assistant[:-1]` over `input_ids[1:]`, so position `j` is
 //! trained when token `j` is an assistant token: the targets run from the `assistant` role token
 //! through the next `<|im_start|>`.
+//!
+//! Responses sampled under constrained decoding (#9) are kept as their exact tokens, and only the
+//! tokens the policy chose are trained: position `j` is trained when token `j + 1` was sampled
+//! freely or as a constrained choice. Forced tokens (the ones the grammar or the host fixed, the
+//! role header and forced prefix included) are left out of the loss mask: their probability
+//! under the constrained policy is 1, so the PPO ratio is exactly 1 and the gradient exactly 0
+//! there, and counting them in verl's token-mean would only shrink every real decision's weight
+//! by the number of forced tokens around it, more for longer action names (the length bias that
+//! TWOSOME, arXiv 2401.14151 §4.2, normalises away).
 
-use crate::prompt::{PromptConfig, Role, Tokenize, TokenizeError, training_messages, turn_views};
+use crate::prompt::{
+    PromptConfig, Role, TokenOrigin, TokenTrace, Tokenize, TokenizeError, encode_sampled,
+    training_messages, turn_views,
+};
 use ragen_gym_core::Trajectory;
+use std::sync::Arc;
 
 /// One training sequence.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +35,12 @@ pub struct TrainSample {
     /// Reward per response position, length `L - 1` (trajectory score on the last position, or
     /// turn rewards on each turn's last position with `use_turn_scores`).
     pub token_rewards: Vec<f32>,
+    /// Trained positions whose target was a constrained choice, with its allowed set: the scorer
+    /// normalises them over that set (constrained decoding, #9). Sorted by position.
+    pub choices: Vec<(usize, Arc<[u32]>)>,
+    /// The sampler's log-prob per response position, when the responses were sampled under
+    /// constrained decoding (the trainer checks its old log-probs against it); else empty.
+    pub rollout_logp: Vec<f32>,
     /// Env group.
     pub group: usize,
     /// Index of the trajectory in the rollout.
@@ -38,12 +57,14 @@ impl TrainSample {
 /// Build the sample of one trajectory. `score` is the (possibly normalised) trajectory score.
 /// With `use_turn_scores`, each turn's env reward goes on the position predicting that assistant
 /// segment's last token (RAGEN: the `\n` after `<|im_end|>`), and `score - sum(turn rewards)`
-/// (penalty, reward functions, normalisation shift) on the last position. Returns `None` when
-/// the trajectory has no answered turn (nothing to train on).
+/// (reward functions) on the last position. `traces` holds the exact tokens of each turn's
+/// response when it was sampled under constrained decoding (empty: RAGEN's re-tokenised text).
+/// Returns `None` when the trajectory has no answered turn (nothing to train on).
 pub fn build_sample(
     tok: &dyn Tokenize,
     prompt: &PromptConfig,
     traj: &Trajectory,
+    traces: &[TokenTrace],
     index: usize,
     score: f64,
     use_turn_scores: bool,
@@ -51,14 +72,31 @@ pub fn build_sample(
     if traj.turns.is_empty() {
         return Ok(None);
     }
-    let messages = training_messages(prompt, &turn_views(&traj.turns));
+    let mut views = turn_views(&traj.turns);
+    for (v, t) in views.iter_mut().zip(traces) {
+        v.sampled = Some(t.clone());
+    }
+    let messages = training_messages(prompt, &views);
     let mut ids = Vec::new();
     let mut assistant = Vec::new();
+    // The origin and sampler log-prob of every token of a sampled response (None elsewhere).
+    let mut origins: Vec<Option<(TokenOrigin, f32)>> = Vec::new();
     let mut ends = Vec::new();
     for m in &messages {
         let is_assistant = m.role == Role::Assistant;
-        let t = tok.encode_message(m)?;
+        let (t, o) = match &m.sampled {
+            Some(body) => {
+                let seg = encode_sampled(tok, body)?;
+                (seg.ids, seg.tokens.into_iter().map(Some).collect())
+            }
+            None => {
+                let t = tok.encode_message(m)?;
+                let n = t.len();
+                (t, vec![None; n])
+            }
+        };
         assistant.extend(std::iter::repeat_n(is_assistant, t.len()));
+        origins.extend(o);
         ids.extend(t);
         if is_assistant {
             ends.push(ids.len());
@@ -68,10 +106,33 @@ pub fn build_sample(
     if l < 2 {
         return Ok(None);
     }
-    let loss_mask: Vec<f32> = assistant[..l - 1]
-        .iter()
-        .map(|a| if *a { 1.0 } else { 0.0 })
+    let sampled = !traces.is_empty();
+    let mut choices = Vec::new();
+    let loss_mask: Vec<f32> = (0..l - 1)
+        .map(|j| {
+            let trained = if sampled {
+                match &origins[j + 1] {
+                    Some((TokenOrigin::Choice(set), _)) => {
+                        choices.push((j, set.clone()));
+                        true
+                    }
+                    Some((o, _)) => o.is_chosen(),
+                    None => false,
+                }
+            } else {
+                assistant[j]
+            };
+            if trained { 1.0 } else { 0.0 }
+        })
         .collect();
+    let rollout_logp = if sampled {
+        origins[1..]
+            .iter()
+            .map(|o| o.as_ref().map_or(0.0, |(_, lp)| *lp))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut token_rewards = vec![0.0f32; l - 1];
     if use_turn_scores {
         let mut turn_sum = 0.0;
@@ -87,18 +148,22 @@ pub fn build_sample(
         input_ids: ids,
         loss_mask,
         token_rewards,
+        choices,
+        rollout_logp,
         group: traj.group,
         index,
     }))
 }
 
 /// The training samples of one rollout: every trajectory of a `kept_groups` group that has a
-/// trained token, in rollout order. Also returns the response length (trained tokens) of every
+/// trained token, in rollout order. `traces[i]` are trajectory `i`'s sampled tokens (empty
+/// without constrained decoding). Also returns the response length (trained tokens) of every
 /// trajectory with a sample, kept or not, for `train/response_length`.
 pub fn build_batch(
     tok: &dyn Tokenize,
     prompt: &PromptConfig,
     trajs: &[Trajectory],
+    traces: &[Vec<TokenTrace>],
     scores: &[f64],
     kept_groups: &[usize],
     use_turn_scores: bool,
@@ -106,7 +171,8 @@ pub fn build_batch(
     let mut samples = Vec::new();
     let mut lens = Vec::new();
     for (i, (t, score)) in trajs.iter().zip(scores).enumerate() {
-        if let Some(s) = build_sample(tok, prompt, t, i, *score, use_turn_scores)? {
+        let tr = traces.get(i).map_or(&[][..], Vec::as_slice);
+        if let Some(s) = build_sample(tok, prompt, t, tr, i, *score, use_turn_scores)? {
             lens.push(s.response_tokens() as f64);
             if kept_groups.contains(&t.group) && s.response_tokens() > 0 {
                 samples.push(s);
@@ -123,7 +189,8 @@ pub mod tensors {
     use ragen_gym_policy::{self as pol, Device, Tensor};
 
     /// Right-padded token batch of samples; the policy's loss mask marks token `t` when response
-    /// position `t - 1` is trained.
+    /// position `t - 1` is trained, and constrained choices are normalised over their allowed
+    /// sets (#9).
     pub fn token_batch(samples: &[&TrainSample], pad_id: u32) -> pol::Result<pol::TokenBatch> {
         let seqs: Vec<(Vec<u32>, Vec<u8>)> = samples
             .iter()
@@ -133,7 +200,21 @@ pub mod tensors {
                 (s.input_ids.clone(), lm)
             })
             .collect();
-        pol::TokenBatch::right_padded(&seqs, pad_id)
+        let batch = pol::TokenBatch::right_padded(&seqs, pad_id)?;
+        if samples.iter().all(|s| s.choices.is_empty()) {
+            return Ok(batch);
+        }
+        let kinds = samples
+            .iter()
+            .map(|s| {
+                let mut k = vec![pol::TokenKind::Free; s.input_ids.len()];
+                for (j, set) in &s.choices {
+                    k[j + 1] = pol::TokenKind::Choice(set.clone());
+                }
+                k
+            })
+            .collect();
+        batch.with_constraints(kinds)
     }
 
     /// Per-sample rows (one value per response position) as a zero-padded `[B, width]` tensor.
@@ -225,7 +306,7 @@ mod tests {
     #[test]
     fn mask_covers_assistant_targets_shifted_by_one() {
         let t = traj(vec![turn("ab", 1.0), turn("c", 2.0)]);
-        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), false)
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, &[], 0, t.score(), false)
             .unwrap()
             .unwrap();
         let (flags, lens) = seg_lens(&t);
@@ -255,7 +336,7 @@ mod tests {
     #[test]
     fn turn_scores_go_on_each_turn_end() {
         let t = traj(vec![turn("ab", 1.0), turn("c", 2.0)]);
-        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), true)
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, &[], 0, t.score(), true)
             .unwrap()
             .unwrap();
         let (_, lens) = seg_lens(&t);
@@ -269,10 +350,72 @@ mod tests {
     }
 
     #[test]
+    fn sampled_responses_keep_their_tokens_and_train_only_chosen_ones() {
+        // #9: thinking off, the model chose `U` among {U, D} (allowed set as char ids), the
+        // grammar forced `p</answer>` and the end of turn. The sequence holds exactly the sampled
+        // ids (here `X` where the stored text says `U`, to show the text is not re-tokenised),
+        // and only the position predicting the choice is trained.
+        let mut p = prompt();
+        p.enable_think = false;
+        let t = traj(vec![turn("<answer>Up</answer>", 1.0)]);
+        let set: Arc<[u32]> = vec!['D' as u32, 'X' as u32].into();
+        let ids: Vec<u32> = "Xp</answer>".chars().map(|c| c as u32).collect();
+        let mut origins = vec![TokenOrigin::Choice(set.clone())];
+        origins.extend(vec![TokenOrigin::Forced; ids.len() - 1]);
+        let logprobs = [-0.5]
+            .into_iter()
+            .chain(std::iter::repeat_n(0.0, ids.len()))
+            .collect();
+        let trace = TokenTrace {
+            ids,
+            origins,
+            end: Some(TokenOrigin::Forced),
+            logprobs,
+        };
+        let s = build_sample(&CHAR_TOK, &p, &t, &[trace], 0, 1.0, false)
+            .unwrap()
+            .unwrap();
+        let text = CharTokenizer::decode(&s.input_ids);
+        assert!(
+            text.ends_with("<|im_start|>assistant\n<answer>Xp</answer><|im_end|>\n"),
+            "{text}"
+        );
+        let x = s.input_ids.len() - "Xp</answer>".len() - 2;
+        assert_eq!(s.input_ids[x], 'X' as u32);
+        let trained: Vec<usize> = (0..s.loss_mask.len())
+            .filter(|&j| s.loss_mask[j] > 0.0)
+            .collect();
+        assert_eq!(trained, vec![x - 1]);
+        assert_eq!(s.choices, vec![(x - 1, set)]);
+        // the sampler's log-prob sits on the position predicting the choice, 0 elsewhere
+        assert_eq!(s.rollout_logp[x - 1], -0.5);
+        assert_eq!(s.rollout_logp.iter().filter(|x| **x != 0.0).count(), 1);
+        // the score still sits on the last position (an untrained one)
+        assert_eq!(s.token_rewards[s.input_ids.len() - 2], 1.0);
+        // a free end of turn (the model stopped inside its thought) is trained too
+        let trace = TokenTrace {
+            ids: vec!['a' as u32],
+            origins: vec![TokenOrigin::Free],
+            end: Some(TokenOrigin::Free),
+            logprobs: vec![-1.0, -2.0],
+        };
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, &[trace], 0, 1.0, false)
+            .unwrap()
+            .unwrap();
+        let l = s.input_ids.len();
+        assert_eq!(s.input_ids[l - 2], CharTokenizer::IM_END);
+        let trained: Vec<usize> = (0..l - 1).filter(|&j| s.loss_mask[j] > 0.0).collect();
+        assert_eq!(trained, vec![l - 4, l - 3]);
+        assert_eq!(s.input_ids[l - 3], 'a' as u32);
+        assert_eq!(s.rollout_logp[l - 4..], [-1.0, -2.0, 0.0]);
+        assert!(s.choices.is_empty());
+    }
+
+    #[test]
     fn empty_trajectory_has_no_sample() {
         let t = traj(vec![]);
         assert!(
-            build_sample(&CHAR_TOK, &prompt(), &t, 0, 0.0, false)
+            build_sample(&CHAR_TOK, &prompt(), &t, &[], 0, 0.0, false)
                 .unwrap()
                 .is_none()
         );

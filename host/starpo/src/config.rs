@@ -204,6 +204,8 @@ pub struct RolloutConfig {
     pub max_model_len: usize,
     pub stop_at_answer: bool,
     pub generation_batch_size: usize,
+    pub constrained_actions: bool,
+    pub max_think_tokens: usize,
     pub rollout_filter_ratio: f64,
     pub rollout_filter_type: FilterType,
     pub rollout_filter_strategy: FilterStrategy,
@@ -617,6 +619,24 @@ impl Config {
         if self.trainer.online_k == 0 || self.actor.ppo_epochs == 0 {
             return bad("trainer.online_k and actor.ppo_epochs must be positive".into());
         }
+        if self.rollout.max_think_tokens > 0
+            && !(self.rollout.constrained_actions && self.agent_proxy.enable_think)
+        {
+            return bad(format!(
+                "rollout.max_think_tokens = {} needs rollout.constrained_actions = true and \
+                 agent_proxy.enable_think = true (the budget closes a thought under constrained decoding)",
+                self.rollout.max_think_tokens
+            ));
+        }
+        if self.agent_proxy.use_turn_scores
+            && self.agent_proxy.reward_normalization.method != NormMethod::Identity
+        {
+            return bad(
+                "agent_proxy.use_turn_scores = true needs agent_proxy.reward_normalization.method = \
+                 \"identity\" (RAGEN normalises only trajectory scores: ctx_manager.py::_normalize_score_tensor)"
+                    .into(),
+            );
+        }
         if self.rollout.response_length == 0 || self.rollout.generation_batch_size == 0 {
             return bad(
                 "rollout.response_length and generation_batch_size must be positive".into(),
@@ -815,6 +835,34 @@ mod tests {
             e.to_string().contains("adv_estimator") || e.to_string().contains("ppo"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_think_budget_needs_constrained_thinking() {
+        let build = |layer: &str| {
+            ConfigBuilder::new()
+                .layer_str(layer, "exp.toml")
+                .unwrap()
+                .build()
+        };
+        let e = build("[rollout]\nmax_think_tokens = 20\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rollout.max_think_tokens") && e.contains("rollout.constrained_actions"),
+            "{e}"
+        );
+        let e = build(
+            "[rollout]\nmax_think_tokens = 20\nconstrained_actions = true\n\
+             [agent_proxy]\nenable_think = false\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("agent_proxy.enable_think"), "{e}");
+        let c = build("[rollout]\nmax_think_tokens = 20\nconstrained_actions = true\n").unwrap();
+        assert_eq!(c.rollout.max_think_tokens, 20);
+        // off in the default (RAGEN samples freely)
+        assert!(!Config::default_config().rollout.constrained_actions);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Why training failed.
 
 use crate::config::ConfigError;
+use crate::constraint::ConstraintError;
 use crate::events::ReportError;
 use crate::prompt::TokenizeError;
 use crate::rollout::RolloutError;
@@ -21,6 +22,9 @@ pub enum TrainError {
     /// The config is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Constrained action decoding could not be set up for the env.
+    #[error(transparent)]
+    Constraint(#[from] ConstraintError),
     /// An env instance could not be created.
     #[error("create an env instance")]
     Env(#[from] EnvCallError),

@@ -21,6 +21,8 @@ pub mod advantages;
 pub mod batch;
 pub mod config;
 #[cfg(feature = "trainer")]
+pub mod constraint;
+#[cfg(feature = "trainer")]
 pub mod error;
 pub mod events;
 pub mod filter;
@@ -54,7 +56,8 @@ pub use filter::{FilterOutcome, FilterParams, filter_groups};
 pub use metrics::Metrics;
 pub use prompt::{CharTokenizer, Tokenize, TokenizeError};
 pub use rollout::{
-    EnvFactory, EnvPool, GenerateError, GenerationParams, Generator, RolloutParams, rollout,
+    EnvFactory, EnvPool, GenerateError, Generation, GenerationParams, Generator, RolloutOutput,
+    RolloutParams, rollout,
 };
 pub use run_dir::{RunDir, RunInfo, TrainerState};
 #[cfg(feature = "trainer")]

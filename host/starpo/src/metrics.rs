@@ -14,7 +14,9 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
 
 /// Per-env metrics of a batch of trajectories (group-major, `group_size` per group).
 ///
-/// * `{prefix}/{tag}/success`: mean of `terminated && !truncated`;
+/// * `{prefix}/{tag}/success`: mean of `terminated && !truncated`, with
+///   `{prefix}/{tag}/success_stderr`, its standard error (unbiased std / sqrt(n)), and
+///   `{prefix}/{tag}/episodes`, the number of trajectories n;
 /// * `{prefix}/{tag}/num_actions`: actions executed per trajectory;
 /// * `{prefix}/{tag}/action_is_valid`, `action_is_effective`: per trajectory, turns with the
 ///   flag / turns, averaged over trajectories (0 for a trajectory with no turn);
@@ -33,10 +35,13 @@ pub fn rollout_metrics(prefix: &str, trajs: &[Trajectory], group_size: usize) ->
             t.turns.iter().filter(|x| f(x)).count() as f64 / t.turns.len() as f64
         }
     };
-    m.insert(
-        k("success"),
-        mean(trajs.iter().map(|t| f64::from(u8::from(t.success)))),
-    );
+    let success: Vec<f64> = trajs
+        .iter()
+        .map(|t| f64::from(u8::from(t.success)))
+        .collect();
+    m.insert(k("success"), mean(success.iter().copied()));
+    m.insert(k("success_stderr"), crate::stats::std_error(&success));
+    m.insert(k("episodes"), trajs.len() as f64);
     m.insert(
         k("num_actions"),
         mean(trajs.iter().map(|t| t.num_actions as f64)),
@@ -141,6 +146,9 @@ mod tests {
         ];
         let m = rollout_metrics("train", &t, 2);
         assert_eq!(m["train/X/success"], 0.25);
+        // one success in four: unbiased std sqrt(0.25) = 0.5 over sqrt(4)
+        assert_eq!(m["train/X/success_stderr"], 0.25);
+        assert_eq!(m["train/X/episodes"], 4.0);
         assert_eq!(m["train/X/num_actions"], 1.5);
         // valid: (1/2 + 1 + 0 + 1) / 4
         assert_eq!(m["train/X/action_is_valid"], 0.625);

@@ -1,7 +1,7 @@
 //! The candle policy as the rollout's [`Generator`] and [`Tokenize`].
 
-use crate::prompt::{Message, Role, Tokenize, TokenizeError};
-use crate::rollout::{GenerateError, GenerationParams, Generator};
+use crate::prompt::{Message, Role, TokenOrigin, TokenTrace, Tokenize, TokenizeError};
+use crate::rollout::{GenerateError, Generation, GenerationParams, Generator};
 use ragen_gym_policy as pol;
 
 fn tokenize_error(what: &'static str) -> impl FnOnce(pol::PolicyError) -> TokenizeError {
@@ -41,6 +41,16 @@ impl Tokenize for PolicyTokenizer<'_> {
         );
         Ok(ids)
     }
+
+    fn encode_segment_end(&self) -> Result<Vec<u32>, TokenizeError> {
+        let mut ids = vec![self.0.im_end_id()];
+        ids.extend(
+            self.0
+                .encode("\n")
+                .map_err(tokenize_error("the segment end"))?,
+        );
+        Ok(ids)
+    }
 }
 
 /// Samples with a (detached) model view.
@@ -49,6 +59,34 @@ pub struct PolicyGenerator<'a> {
     pub model: pol::LlamaModel,
     /// The tokenizer.
     pub tokenizer: PolicyTokenizer<'a>,
+    /// Constrained action decoding (#9), when the run has it on.
+    pub constraint: Option<&'a pol::Constraint>,
+}
+
+fn origin(kind: &pol::TokenKind) -> TokenOrigin {
+    match kind {
+        pol::TokenKind::Free => TokenOrigin::Free,
+        pol::TokenKind::Forced => TokenOrigin::Forced,
+        pol::TokenKind::Choice(set) => TokenOrigin::Choice(set.clone()),
+    }
+}
+
+/// The trace of a constrained sample: a final `<|im_end|>` becomes the trace's end.
+fn trace(s: &pol::Sample, im_end: u32) -> TokenTrace {
+    let mut ids = s.tokens.clone();
+    let mut origins: Vec<TokenOrigin> = s.kinds.iter().map(origin).collect();
+    let end = if ids.last() == Some(&im_end) {
+        ids.pop();
+        origins.pop()
+    } else {
+        None
+    };
+    TokenTrace {
+        ids,
+        origins,
+        end,
+        logprobs: s.logprobs.clone(),
+    }
 }
 
 impl Generator for PolicyGenerator<'_> {
@@ -60,7 +98,7 @@ impl Generator for PolicyGenerator<'_> {
         &mut self,
         prompts: &[Vec<u32>],
         p: &GenerationParams,
-    ) -> Result<Vec<String>, GenerateError> {
+    ) -> Result<Vec<Generation>, GenerateError> {
         let params = pol::SamplingParams {
             temperature: p.temperature,
             top_p: p.top_p,
@@ -73,12 +111,18 @@ impl Generator for PolicyGenerator<'_> {
             },
             seed: p.seed,
         };
-        let out = pol::sample(&self.model, self.tokenizer.0, prompts, &params).map_err(|e| {
-            GenerateError {
+        let tok = self.tokenizer.0;
+        let out = pol::sample_constrained(&self.model, tok, prompts, &params, self.constraint)
+            .map_err(|e| GenerateError {
                 prompts: prompts.len(),
                 source: Box::new(e),
-            }
-        })?;
-        Ok(out.into_iter().map(|s| s.text).collect())
+            })?;
+        Ok(out
+            .into_iter()
+            .map(|s| Generation {
+                trace: self.constraint.map(|_| trace(&s, tok.im_end_id())),
+                text: s.text,
+            })
+            .collect())
     }
 }

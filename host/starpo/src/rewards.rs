@@ -38,8 +38,23 @@ pub fn apply_reward_functions(
 /// The training scores of a rollout: each trajectory's score (env rewards, format penalty and
 /// reward functions), normalised as `agent_proxy.reward_normalization` says. Adds
 /// `critic/score/{mean,max,min}` of the result.
+///
+/// With `agent_proxy.use_turn_scores` the format penalty is left out, as in RAGEN: its turn
+/// scores are the turns' env rewards, and the penalty enters only in
+/// `ctx_manager.py::_normalize_score_tensor`, which `get_lm_inputs` skips with turn scores (so
+/// normalisation is off too; the config requires `identity`). Reward functions, a ragen-gym
+/// addition, still count.
 pub fn training_scores(cfg: &Config, trajs: &[Trajectory], m: &mut Metrics) -> Vec<f64> {
-    let raw: Vec<f64> = trajs.iter().map(Trajectory::score).collect();
+    let raw: Vec<f64> = trajs
+        .iter()
+        .map(|t| {
+            if cfg.agent_proxy.use_turn_scores {
+                t.env_reward() + t.extra_reward
+            } else {
+                t.score()
+            }
+        })
+        .collect();
     let norm = &cfg.agent_proxy.reward_normalization;
     let groups: Vec<usize> = match norm.grouping {
         NormGrouping::State => trajs.iter().map(|t| t.group).collect(),
@@ -195,6 +210,26 @@ mod tests {
             extra_reward: 0.0,
             end_reason: None,
         }
+    }
+
+    #[test]
+    fn turn_scores_leave_the_format_penalty_out_as_ragen_does() {
+        // RAGEN 5eb79b8 with use_turn_scores: each turn's env reward on its turn end, no penalty
+        // (only _normalize_score_tensor adds it, and it is skipped).
+        let trajs = vec![traj(1, 0, 2, -0.2), traj(2, 0, 1, 0.0)];
+        let mut cfg = Config::default_config();
+        let mut m = Metrics::new();
+        assert_eq!(training_scores(&cfg, &trajs, &mut m), vec![0.8, 0.5]);
+        cfg.agent_proxy.use_turn_scores = true;
+        assert_eq!(training_scores(&cfg, &trajs, &mut m), vec![1.0, 0.5]);
+        assert_eq!(m["critic/score/max"], 1.0);
+        // ...and normalisation with turn scores is a config error naming both keys
+        cfg.agent_proxy.reward_normalization.method = NormMethod::MeanStd;
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("agent_proxy.use_turn_scores") && e.contains("reward_normalization.method"),
+            "{e}"
+        );
     }
 
     #[test]

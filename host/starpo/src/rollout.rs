@@ -7,8 +7,8 @@
 
 use crate::config::Config;
 use crate::prompt::{
-    ParsedResponse, PromptConfig, Tokenize, TokenizeError, TurnView, build_messages, forced_prefix,
-    map_actions, parse_response, turn_views,
+    ParsedResponse, PromptConfig, TokenTrace, Tokenize, TokenizeError, TurnView, build_messages,
+    forced_prefix, map_actions, parse_response, turn_views,
 };
 use crate::seeds::generation_call_seed;
 use ragen_gym_core::{Env, EnvCallError, EnvSpec, Trajectory, Turn};
@@ -39,17 +39,47 @@ pub struct GenerateError {
     pub source: Box<dyn std::error::Error + Send + Sync>,
 }
 
+/// One sampled completion.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Generation {
+    /// The decoded new text, special tokens skipped.
+    pub text: String,
+    /// The exact tokens and how each was produced, when the generator decoded under an action
+    /// constraint (#9): the trajectory then keeps them instead of re-tokenising the text.
+    pub trace: Option<TokenTrace>,
+}
+
+impl Generation {
+    /// A completion known only as text (free decoding: RAGEN re-tokenises it).
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            trace: None,
+        }
+    }
+}
+
 /// The language model as the rollout sees it.
 pub trait Generator {
     /// Its tokenizer (prompts are encoded with it).
     fn tokenizer(&self) -> &dyn Tokenize;
     /// Sample one completion per prompt (token ids of the full ChatML prompt, ending with the
-    /// forced prefix). Returns the decoded new text with special tokens skipped.
+    /// forced prefix).
     fn generate(
         &mut self,
         prompts: &[Vec<u32>],
         params: &GenerationParams,
-    ) -> Result<Vec<String>, GenerateError>;
+    ) -> Result<Vec<Generation>, GenerateError>;
+}
+
+/// What a rollout produced.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RolloutOutput {
+    /// The trajectories, one per seed, in order.
+    pub trajectories: Vec<Trajectory>,
+    /// Per trajectory, the exact tokens of each turn's response when the generator reported them
+    /// (constrained decoding, #9); empty otherwise.
+    pub traces: Vec<Vec<TokenTrace>>,
 }
 
 /// Why a rollout failed as a whole (env failures only end their trajectory).
@@ -178,16 +208,22 @@ struct Episode {
     success: bool,
     penalty: f64,
     end_reason: Option<String>,
+    /// The exact tokens of each turn's response (constrained decoding), else empty.
+    traces: Vec<TokenTrace>,
 }
 
 impl Episode {
     fn views(&self, max_actions_per_traj: usize) -> Vec<TurnView> {
         let mut v = turn_views(&self.turns);
+        for (view, trace) in v.iter_mut().zip(&self.traces) {
+            view.sampled = Some(trace.clone());
+        }
         let actions_left = max_actions_per_traj.saturating_sub(self.num_actions);
         v.push(TurnView {
             state: self.state.clone(),
             actions_left,
             response: None,
+            sampled: None,
             reward: None,
         });
         v
@@ -224,7 +260,7 @@ pub fn rollout(
     generator: &mut dyn Generator,
     p: &RolloutParams,
     on_progress: &mut dyn FnMut(RolloutProgress),
-) -> Result<Vec<Trajectory>, RolloutError> {
+) -> Result<RolloutOutput, RolloutError> {
     assert!(
         seeds.len() <= pool.envs.len(),
         "more seeds than envs in the pool"
@@ -249,6 +285,7 @@ pub fn rollout(
                     success: false,
                     penalty: 0.0,
                     end_reason: None,
+                    traces: Vec::new(),
                 },
             )
         })
@@ -285,30 +322,46 @@ pub fn rollout(
         if active.is_empty() {
             break;
         }
-        let mut texts = Vec::with_capacity(prompts.len());
+        let mut generations = Vec::with_capacity(prompts.len());
         for (c, chunk) in prompts.chunks(p.generation_batch_size.max(1)).enumerate() {
             let params = GenerationParams {
                 seed: generation_call_seed(p.sampling.seed, turn, c),
                 ..p.sampling
             };
             let out = generator.generate(chunk, &params)?;
-            texts.extend(out);
+            generations.extend(out);
             on_progress(RolloutProgress {
                 turn,
-                generated: texts.len(),
+                generated: generations.len(),
                 active: active.len(),
             });
         }
         let mut plans: Vec<Option<(String, ParsedResponse)>> = vec![None; eps.len()];
-        for (&i, text) in active.iter().zip(texts) {
-            let full = format!("{}{}", forced_prefix(p.prompt.enable_think), text);
+        for (&i, generation) in active.iter().zip(generations) {
+            let full = format!(
+                "{}{}",
+                forced_prefix(p.prompt.enable_think),
+                generation.text
+            );
             let parsed = parse_response(
                 &full,
                 p.prompt.enable_think,
                 &p.action_sep,
                 p.max_actions_per_turn,
             );
-            plans[i] = Some((full, parsed));
+            if let Some(trace) = generation.trace {
+                // The history keeps the sampled tokens, so it shows the raw text they spell.
+                eps[i].1.traces.push(trace);
+                plans[i] = Some((
+                    full.clone(),
+                    ParsedResponse {
+                        cleaned: full,
+                        ..parsed
+                    },
+                ));
+            } else {
+                plans[i] = Some((full, parsed));
+            }
         }
         let mut work: Vec<_> = eps
             .iter_mut()
@@ -370,7 +423,11 @@ pub fn rollout(
         });
     }
 
-    Ok(eps
+    let traces = eps
+        .iter_mut()
+        .map(|(_, ep)| std::mem::take(&mut ep.traces))
+        .collect();
+    let trajectories = eps
         .into_iter()
         .map(|(_, ep)| Trajectory {
             env_id: pool.spec.id.clone(),
@@ -387,7 +444,11 @@ pub fn rollout(
             extra_reward: 0.0,
             end_reason: ep.end_reason,
         })
-        .collect())
+        .collect();
+    Ok(RolloutOutput {
+        trajectories,
+        traces,
+    })
 }
 
 #[cfg(test)]
@@ -476,11 +537,14 @@ mod tests {
             &mut self,
             prompts: &[Vec<u32>],
             _: &GenerationParams,
-        ) -> Result<Vec<String>, GenerateError> {
+        ) -> Result<Vec<Generation>, GenerateError> {
             for p in prompts {
                 self.prompts.push(CharTokenizer::decode(p));
             }
-            Ok(prompts.iter().map(|_| self.answer.clone()).collect())
+            Ok(prompts
+                .iter()
+                .map(|_| Generation::text(self.answer.clone()))
+                .collect())
         }
     }
 
@@ -518,7 +582,8 @@ mod tests {
             prompts: vec![],
         };
         let t = rollout(&mut pool, seeds, &mut g, p, &mut |_| {}).unwrap();
-        (t, g)
+        assert!(t.traces.iter().all(Vec::is_empty));
+        (t.trajectories, g)
     }
 
     #[test]
@@ -544,6 +609,66 @@ mod tests {
         assert_eq!(g.prompts.len(), 2);
         assert!(g.prompts[0].ends_with("<|im_start|>assistant\n<think>"));
         assert!(g.prompts[0].contains("Actions left: 10."));
+    }
+
+    /// Answers with a trace whose ids spell `sampled` (char ids), while the decoded text is
+    /// `text`: a later prompt shows which one the history kept.
+    struct Traced {
+        text: &'static str,
+        sampled: &'static str,
+        prompts: Vec<String>,
+    }
+
+    impl Generator for Traced {
+        fn tokenizer(&self) -> &dyn Tokenize {
+            &CharTokenizer
+        }
+        fn generate(
+            &mut self,
+            prompts: &[Vec<u32>],
+            _: &GenerationParams,
+        ) -> Result<Vec<Generation>, GenerateError> {
+            self.prompts
+                .extend(prompts.iter().map(|p| CharTokenizer::decode(p)));
+            let ids: Vec<u32> = self.sampled.chars().map(|c| c as u32).collect();
+            let trace = TokenTrace {
+                origins: vec![crate::prompt::TokenOrigin::Forced; ids.len()],
+                logprobs: vec![0.0; ids.len()],
+                ids,
+                end: None,
+            };
+            Ok(prompts
+                .iter()
+                .map(|_| Generation {
+                    text: self.text.into(),
+                    trace: Some(trace.clone()),
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn sampled_tokens_stay_in_the_history_exactly() {
+        // #9: under constrained decoding the history holds the sampled tokens, not the text
+        // re-tokenised; the stored response is the raw text, and the rollout returns the traces.
+        let mut pool = EnvPool::new(vec![Counter::boxed()]);
+        let mut g = Traced {
+            text: " x</think><answer> Inc </answer>",
+            sampled: " y</think><answer> Inc </answer>",
+            prompts: vec![],
+        };
+        let out = rollout(&mut pool, &[(0, 1)], &mut g, &params(), &mut |_| {}).unwrap();
+        let t = &out.trajectories[0];
+        assert_eq!(t.turns.len(), 2);
+        assert_eq!(
+            t.turns[0].response,
+            "<think> x</think><answer> Inc </answer>"
+        );
+        assert_eq!(t.turns[0].actions, vec!["Inc"]);
+        assert_eq!(out.traces[0].len(), 2);
+        assert!(g.prompts[1].contains(
+            "<|im_start|>assistant\n<think> y</think><answer> Inc </answer><|im_end|>\n"
+        ));
     }
 
     #[test]

@@ -29,6 +29,20 @@ pub fn std_unbiased(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
 }
 
+/// Standard error of the mean: [`std_unbiased`] / sqrt(n); 0 for fewer than two values.
+pub fn std_error(xs: &[f64]) -> f64 {
+    if xs.len() < 2 {
+        return 0.0;
+    }
+    std_unbiased(xs) / (xs.len() as f64).sqrt()
+}
+
+/// Unbiased (n-1) variance of `xs`, as torch's `var`; 0 for fewer than two values.
+pub fn var_unbiased(xs: &[f64]) -> f64 {
+    let s = std_unbiased(xs);
+    s * s
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -36,6 +50,8 @@ mod tests {
         // values 1, 2, 3, 4: mean 2.5, squared deviations 5, / 3
         assert!((super::std_unbiased(&[1.0, 2.0, 3.0, 4.0]) - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
         assert_eq!(super::std_unbiased(&[7.0]), 0.0);
+        // success 3 of 4: std sqrt(0.25) = 0.5, stderr 0.5 / 2
+        assert_eq!(super::std_error(&[1.0, 1.0, 0.0, 1.0]), 0.25);
     }
 
     #[test]

@@ -8,12 +8,14 @@
 use crate::advantages::estimate;
 use crate::batch::{TrainSample, build_batch};
 use crate::config::Config;
+use crate::constraint::action_constraint;
 use crate::error::TrainError;
 use crate::events::{Emitter as Events, Phase, Reporter, Split, TrainEvent};
 use crate::filter::{FilterParams, filter_groups};
 use crate::metrics::{Metrics, add_stats, rollout_metrics};
 use crate::models::Models;
 use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer};
+use crate::prompt::OriginCounts;
 use crate::rewards::{apply_reward_functions, training_scores};
 use crate::rollout::{EnvFactory, EnvPool, RolloutParams, RolloutProgress, rollout};
 use crate::run_dir::{RunDir, RunInfo, TrainerState};
@@ -21,6 +23,7 @@ use crate::seeds::{group_seeds, rollout_sampler_seed, train_reset_base, validati
 use crate::update::{actor_micro_batches, update};
 use crate::validate::evaluate;
 use ragen_gym_core::RewardFunction;
+use ragen_gym_policy as pol;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -53,6 +56,8 @@ pub struct Trainer {
     train_pool: EnvPool,
     val_pool: EnvPool,
     reward_functions: Vec<Box<dyn RewardFunction>>,
+    /// Constrained action decoding (#9), when on.
+    constraint: Option<pol::Constraint>,
     run: RunDir,
     info: RunInfo,
     resumed: bool,
@@ -71,6 +76,7 @@ impl Trainer {
         let (models, iteration) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
         let train_pool = EnvPool::from_factory(&setup.make_env, cfg.train_batch_size())?;
         let val_pool = EnvPool::from_factory(&setup.make_env, cfg.val_batch_size())?;
+        let constraint = action_constraint(&cfg, train_pool.spec(), models.policy.tokenizer())?;
         run.write_config(&cfg)?;
         let info = RunInfo {
             env_id: train_pool.spec().id.clone(),
@@ -86,6 +92,7 @@ impl Trainer {
             train_pool,
             val_pool,
             reward_functions: setup.reward_functions,
+            constraint,
             run,
             info,
             resumed: setup.resume,
@@ -234,15 +241,24 @@ impl Trainer {
         let mut generator = PolicyGenerator {
             model: self.models.policy.sampler(),
             tokenizer: PolicyTokenizer(tokenizer),
+            constraint: self.constraint.as_ref(),
         };
-        let mut trajs = {
+        let out = {
             let mut progress = ev.progress(it, Phase::Rollout);
             let on_turn = &mut |pr: RolloutProgress| progress(pr.generated);
             rollout(&mut self.train_pool, &seeds, &mut generator, &p, on_turn)?
         };
         ev.check()?;
+        let (mut trajs, traces) = (out.trajectories, out.traces);
         let mut m = Metrics::new();
         m.insert("timing_s/gen".into(), t.elapsed().as_secs_f64());
+        if self.constraint.is_some() {
+            let mut counts = OriginCounts::default();
+            traces.iter().flatten().for_each(|t| counts.add(t));
+            let (choice, forced) = counts.fractions();
+            m.insert("rollout/constrained_token_frac".into(), choice);
+            m.insert("rollout/forced_token_frac".into(), forced);
+        }
         apply_reward_functions(&mut self.reward_functions, &mut trajs, &mut m);
         m.extend(rollout_metrics("train", &trajs, g.group_size));
         ev.emit(TrainEvent::Trajectories {
@@ -258,6 +274,7 @@ impl Trainer {
             &PolicyTokenizer(tokenizer),
             &p.prompt,
             &trajs,
+            &traces,
             &scores,
             &kept.kept_groups,
             cfg.agent_proxy.use_turn_scores,
@@ -281,6 +298,7 @@ impl Trainer {
             &self.cfg,
             &self.models.policy.sampler(),
             self.models.policy.tokenizer(),
+            self.constraint.as_ref(),
             &mut self.val_pool,
             validation_sampler_seed(self.cfg.seed.sampler, it),
             &mut ev.progress(it, Phase::Validation),

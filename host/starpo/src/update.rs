@@ -5,9 +5,10 @@
 //! the gradient norm and take one optimiser step. Both use [`accumulate_and_step`].
 
 use crate::advantages::Estimates;
+use crate::advantages::kl_estimate;
 use crate::batch::TrainSample;
-use crate::batch::tensors::{pad_rows, token_batch};
-use crate::config::Config;
+use crate::batch::tensors::{pad_rows, rows_of, token_batch};
+use crate::config::{Config, KlType};
 use crate::losses::{ClipParams, kl_tensor, masked_mean, policy_loss, value_loss};
 use crate::metrics::Metrics;
 use ragen_gym_policy::{self as pol, Tensor};
@@ -51,10 +52,35 @@ impl Means {
     }
 }
 
-/// One optimiser step over a mini-batch: for each micro-batch of `micro` indices,
-/// `loss_of(indices)` is divided by the number of micro-batches and backpropagated, and the
-/// gradients are summed; then the global gradient norm is clipped to `grad_clip` and, when it
-/// is finite, `opt` steps with `lr`. Returns the norm before clipping.
+/// The gradients of one mini-batch, aggregated as verl does (`dp_actor.py::update_policy`,
+/// `dp_critic.py::update_critic`): for each micro-batch of `micro` indices, `loss_of(indices)`
+/// (a token-mean over that micro-batch) is divided by the number of micro-batches and
+/// backpropagated, and the gradients are summed. Returns the summed gradients (`None` for an
+/// empty mini-batch) and the summed divided losses.
+pub fn accumulate(
+    params: &[pol::NamedParam],
+    mini_batch: &[usize],
+    micro: usize,
+    mut loss_of: impl FnMut(&[usize]) -> pol::Result<Tensor>,
+) -> pol::Result<(Option<pol::ParamGrads>, f64)> {
+    let accum = mini_batch.len().div_ceil(micro) as f64;
+    let mut grads: Option<pol::ParamGrads> = None;
+    let mut total = 0.0;
+    for mc in mini_batch.chunks(micro) {
+        let loss = (loss_of(mc)? / accum)?;
+        total += f64::from(loss.to_dtype(pol::DType::F32)?.to_scalar::<f32>()?);
+        let store = loss.backward()?;
+        match &mut grads {
+            None => grads = Some(pol::ParamGrads::from_store(store, params)),
+            Some(g) => g.accumulate(store, params)?,
+        }
+    }
+    Ok((grads, total))
+}
+
+/// One optimiser step over a mini-batch: the gradients of [`accumulate`], their global norm
+/// clipped to `grad_clip`, then, when the norm is finite, one step of `opt` with `lr`. Returns
+/// the norm before clipping.
 pub fn accumulate_and_step(
     params: &[pol::NamedParam],
     opt: &mut pol::AdamW,
@@ -62,23 +88,59 @@ pub fn accumulate_and_step(
     grad_clip: f64,
     mini_batch: &[usize],
     micro: usize,
-    mut loss_of: impl FnMut(&[usize]) -> pol::Result<Tensor>,
+    loss_of: impl FnMut(&[usize]) -> pol::Result<Tensor>,
 ) -> pol::Result<f64> {
-    let accum = mini_batch.len().div_ceil(micro) as f64;
-    let mut grads: Option<pol::ParamGrads> = None;
-    for mc in mini_batch.chunks(micro) {
-        let store = (loss_of(mc)? / accum)?.backward()?;
-        match &mut grads {
-            None => grads = Some(pol::ParamGrads::from_store(store, params)),
-            Some(g) => g.accumulate(store, params)?,
-        }
-    }
-    let Some(mut g) = grads else { return Ok(0.0) };
+    let (Some(mut g), _) = accumulate(params, mini_batch, micro, loss_of)? else {
+        return Ok(0.0);
+    };
     let norm = pol::clip_grad_norm(&mut g, grad_clip)?;
     if norm.is_finite() {
         opt.step(&g, lr)?;
     }
     Ok(norm)
+}
+
+/// One micro-batch's scores and rows for the actor's loss.
+struct ActorInputs<'a> {
+    /// New log-probs (backpropagating).
+    logp: &'a Tensor,
+    /// Entropy per position (backpropagating).
+    entropy: &'a Tensor,
+    /// The loss mask.
+    mask: &'a Tensor,
+    /// Old log-probs.
+    old_logp: &'a Tensor,
+    /// Advantages.
+    advantages: &'a Tensor,
+    /// Reference log-probs, when the run has a reference.
+    ref_logp: Option<&'a Tensor>,
+}
+
+/// The actor's loss on one micro-batch (verl `dp_actor.py::update_policy`): the PPO clipped
+/// surrogate, token-mean over the micro-batch's mask, minus `entropy_coeff` times the masked mean
+/// entropy, plus `kl_loss_coef` times the masked mean KL to the reference with `use_kl_loss`.
+/// The diagnostics (`actor/pg_loss`, `pg_clipfrac`, `pg_clipfrac_lower`, `ppo_kl`,
+/// `entropy_loss`, `kl_loss`) go into `means`.
+fn actor_loss(cfg: &Config, x: &ActorInputs<'_>, means: &mut Means) -> pol::Result<Tensor> {
+    let clip = ClipParams {
+        low: cfg.actor.clip_ratio_low,
+        high: cfg.actor.clip_ratio_high,
+        dual: cfg.actor.clip_ratio_c,
+    };
+    let pl = policy_loss(x.logp, x.old_logp, x.advantages, x.mask, clip)?;
+    let entropy = masked_mean(x.entropy, x.mask)?;
+    let mut loss = (&pl.pg_loss - (&entropy * cfg.actor.entropy_coeff)?)?;
+    if let Some(r) = x.ref_logp.filter(|_| cfg.actor.use_kl_loss) {
+        let kl = masked_mean(&kl_tensor(x.logp, r, cfg.actor.kl_loss_type)?, x.mask)?;
+        means.add("actor/kl_loss", f64::from(kl.to_scalar::<f32>()?));
+        loss = (loss + (kl * cfg.actor.kl_loss_coef)?)?;
+    }
+    means.add("actor/pg_loss", f64::from(pl.pg_loss.to_scalar::<f32>()?));
+    means.add("actor/pg_clipfrac", f64::from(pl.pg_clipfrac));
+    means.add("actor/pg_clipfrac_lower", f64::from(pl.pg_clipfrac_lower));
+    means.add("actor/ppo_kl", f64::from(pl.ppo_kl));
+    means.add("actor/entropy_loss", f64::from(entropy.to_scalar::<f32>()?));
+    Ok(loss)
 }
 
 /// A micro-batch as model input: its padded tokens and its per-position rows as tensors.
@@ -125,8 +187,9 @@ impl LearningRates {
     }
 }
 
-/// Update the critic (when there is one) and, past `trainer.critic_warmup` iterations, the
-/// actor, for iteration `iteration`. Adds verl's `actor/*` and `critic/*` loss diagnostics (means over micro-batches),
+/// Update the critic (when there is one) and, from iteration `trainer.critic_warmup` on, the
+/// actor, for iteration `iteration` (1-based; RAGEN `agent_trainer.py::fit` updates the actor
+/// when `critic_warmup <= global_steps`). Adds verl's `actor/*` and `critic/*` loss diagnostics (means over micro-batches),
 /// `actor/grad_norm`, `critic/grad_norm` (means over steps), the learning rates and
 /// `timing_s/update_{critic,actor}`. `on_progress` gets the actor micro-batches done.
 pub fn update(
@@ -139,17 +202,12 @@ pub fn update(
     on_progress: &mut dyn FnMut(usize),
 ) -> pol::Result<()> {
     let lr = LearningRates::at(cfg, iteration);
-    let update_actor = iteration > cfg.trainer.critic_warmup;
+    let update_actor = actor_updates_at(cfg, iteration);
     let pad_id = models.policy.tokenizer().im_end_id();
     let (mini, micro) = (cfg.actor.ppo_mini_batch_size, cfg.actor.micro_batch_size);
     let idx: Vec<usize> = (0..samples.len()).collect();
     let device = models.policy.model().device().clone();
     let masks: Vec<Vec<f32>> = samples.iter().map(|s| s.loss_mask.clone()).collect();
-    let clip = ClipParams {
-        low: cfg.actor.clip_ratio_low,
-        high: cfg.actor.clip_ratio_high,
-        dual: cfg.actor.clip_ratio_c,
-    };
     let UpdateModels {
         policy,
         actor_opt,
@@ -204,32 +262,20 @@ pub fn update(
                 |mc| {
                     let b = MicroBatch::new(samples, mc, pad_id, &device)?;
                     let sc = pol::score(policy.model(), &b.batch)?;
-                    let pl = policy_loss(
-                        &sc.logprobs,
-                        &b.rows(&est.old_logp)?,
-                        &b.rows(&est.advantages)?,
-                        &sc.mask,
-                        clip,
-                    )?;
-                    let entropy = masked_mean(&sc.entropy, &sc.mask)?;
-                    let mut loss = (&pl.pg_loss - (&entropy * cfg.actor.entropy_coeff)?)?;
-                    if cfg.actor.use_kl_loss && !est.ref_logp.is_empty() {
-                        let kl = masked_mean(
-                            &kl_tensor(
-                                &sc.logprobs,
-                                &b.rows(&est.ref_logp)?,
-                                cfg.actor.kl_loss_type,
-                            )?,
-                            &sc.mask,
-                        )?;
-                        means.add("actor/kl_loss", f64::from(kl.to_scalar::<f32>()?));
-                        loss = (loss + (kl * cfg.actor.kl_loss_coef)?)?;
-                    }
-                    means.add("actor/pg_loss", f64::from(pl.pg_loss.to_scalar::<f32>()?));
-                    means.add("actor/pg_clipfrac", f64::from(pl.pg_clipfrac));
-                    means.add("actor/pg_clipfrac_lower", f64::from(pl.pg_clipfrac_lower));
-                    means.add("actor/ppo_kl", f64::from(pl.ppo_kl));
-                    means.add("actor/entropy_loss", f64::from(entropy.to_scalar::<f32>()?));
+                    let refs = if est.ref_logp.is_empty() {
+                        None
+                    } else {
+                        Some(b.rows(&est.ref_logp)?)
+                    };
+                    let inputs = ActorInputs {
+                        logp: &sc.logprobs,
+                        entropy: &sc.entropy,
+                        mask: &sc.mask,
+                        old_logp: &b.rows(&est.old_logp)?,
+                        advantages: &b.rows(&est.advantages)?,
+                        ref_logp: refs.as_ref(),
+                    };
+                    let loss = actor_loss(cfg, &inputs, &mut means)?;
                     done += 1;
                     on_progress(done);
                     Ok(loss)
@@ -240,6 +286,12 @@ pub fn update(
         }
     }
     means.into_metrics(m);
+    if update_actor {
+        let t = Instant::now();
+        let kl = kl_after_update(&policy.sampler(), samples, &est.old_logp, micro, pad_id)?;
+        m.insert("actor/kl_after_update".into(), kl);
+        m.insert("timing_s/kl_after_update".into(), t.elapsed().as_secs_f64());
+    }
     m.insert("actor/lr".into(), lr.actor);
     if critic.is_some() {
         m.insert("critic/lr".into(), lr.critic);
@@ -247,6 +299,42 @@ pub fn update(
     m.insert("timing_s/update_critic".into(), t_critic);
     m.insert("timing_s/update_actor".into(), t_actor);
     Ok(())
+}
+
+/// `actor/kl_after_update`: how far the update moved the policy on its own batch, the k3
+/// estimate of KL(pi_old || pi_new) (`exp(new - old) - (new - old) - 1`, never negative, 0 only
+/// where the two agree) averaged over the trained tokens, with `new` scored after the last
+/// optimiser step. verl's `actor/ppo_kl` is measured before each mini-batch's step, so it is
+/// identically 0 with one mini-batch per update; this one is not.
+fn kl_after_update(
+    model: &pol::LlamaModel,
+    samples: &[TrainSample],
+    old_logp: &[Vec<f32>],
+    micro: usize,
+    pad_id: u32,
+) -> pol::Result<f64> {
+    let (mut sum, mut n) = (0.0f64, 0usize);
+    let idx: Vec<usize> = (0..samples.len()).collect();
+    for mc in idx.chunks(micro) {
+        let refs: Vec<&TrainSample> = mc.iter().map(|&i| &samples[i]).collect();
+        let batch = token_batch(&refs, pad_id)?;
+        let new = rows_of(&pol::score(model, &batch)?.logprobs, &refs)?;
+        for (&i, row) in mc.iter().zip(&new) {
+            for ((lp, old), w) in row.iter().zip(&old_logp[i]).zip(&samples[i].loss_mask) {
+                if *w > 0.0 {
+                    sum += f64::from(kl_estimate(*old, *lp, KlType::K3));
+                    n += 1;
+                }
+            }
+        }
+    }
+    Ok(if n == 0 { 0.0 } else { sum / n as f64 })
+}
+
+/// Whether iteration `iteration` (1-based) updates the actor: from `trainer.critic_warmup` on
+/// (RAGEN `ragen/trainer/agent_trainer.py::fit`: `critic_warmup <= global_steps`).
+pub fn actor_updates_at(cfg: &Config, iteration: u32) -> bool {
+    cfg.trainer.critic_warmup <= iteration
 }
 
 /// Actor micro-batches of one update (the units of the update phase's progress).
@@ -258,4 +346,72 @@ pub fn actor_micro_batches(cfg: &Config, samples: usize) -> usize {
         .map(|c| c.len().div_ceil(micro))
         .sum();
     cfg.actor.ppo_epochs as usize * per_epoch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragen_gym_policy::{DType, Device, Var};
+
+    #[test]
+    fn aggregation_is_verls_per_micro_batch_token_mean() {
+        // #9, verl `dp_actor.py::update_policy` with `loss_agg_mode = token-mean`: micro-batch 1,
+        // mini-batch 2, trajectories of 2 and 4 response tokens, advantage +1, ratio 1. Each
+        // micro-batch's loss is its token-mean, -1, divided by the 2 micro-batches: the loss is
+        // -1.0, and d loss / d logp is -1/2/2 = -0.25 on each token of the first trajectory and
+        // -1/4/2 = -0.125 on each of the second (a token-mean over the whole mini-batch would
+        // give -1/6 everywhere).
+        let cfg = Config::default_config();
+        let dev = Device::Cpu;
+        let logp = [
+            Var::from_tensor(&Tensor::new(&[-0.5f32, -1.0], &dev).unwrap()).unwrap(),
+            Var::from_tensor(&Tensor::new(&[-0.2f32, -0.3, -0.4, -0.6], &dev).unwrap()).unwrap(),
+        ];
+        let params: Vec<pol::NamedParam> = logp
+            .iter()
+            .enumerate()
+            .map(|(i, v)| pol::NamedParam {
+                name: format!("logp{i}"),
+                var: v.clone(),
+            })
+            .collect();
+        let mut means = Means::default();
+        let (grads, loss) = accumulate(&params, &[0, 1], 1, |mc| {
+            let lp = logp[mc[0]].as_tensor();
+            let ones = Tensor::ones(lp.dims1()?, DType::F32, &dev)?;
+            let zeros = ones.zeros_like()?;
+            let inputs = ActorInputs {
+                logp: lp,
+                entropy: &zeros,
+                mask: &ones,
+                old_logp: &lp.detach(),
+                advantages: &ones,
+                ref_logp: None,
+            };
+            actor_loss(&cfg, &inputs, &mut means)
+        })
+        .unwrap();
+        assert_eq!(loss, -1.0);
+        let g = grads.unwrap();
+        assert_eq!(g.get(0).unwrap().to_vec1::<f32>().unwrap(), vec![-0.25; 2]);
+        assert_eq!(g.get(1).unwrap().to_vec1::<f32>().unwrap(), vec![-0.125; 4]);
+        // the logged actor/pg_loss is the mean of the micro-batches' token-means
+        let mut m = Metrics::new();
+        means.into_metrics(&mut m);
+        assert_eq!(m["actor/pg_loss"], -1.0);
+        assert_eq!(m["actor/ppo_kl"], 0.0);
+    }
+
+    #[test]
+    fn the_actor_starts_at_iteration_critic_warmup() {
+        // RAGEN agent_trainer.py::fit: `critic_warmup <= global_steps`, global_steps from 1.
+        let mut cfg = Config::default_config();
+        cfg.trainer.critic_warmup = 3;
+        let from: Vec<u32> = (1..=5).filter(|&i| actor_updates_at(&cfg, i)).collect();
+        assert_eq!(from, vec![3, 4, 5]);
+        cfg.trainer.critic_warmup = 0;
+        assert!(actor_updates_at(&cfg, 1));
+        cfg.trainer.critic_warmup = 1;
+        assert!(actor_updates_at(&cfg, 1));
+    }
 }

@@ -26,12 +26,14 @@ pub struct EvalResult {
     pub trajectories: Vec<Trajectory>,
 }
 
-/// Run the validation protocol with `model` on `pool` (at least `cfg.val_batch_size()` envs).
+/// Run the validation protocol with `model` on `pool` (at least `cfg.val_batch_size()` envs),
+/// decoding under `constraint` when the run has one ([`crate::constraint::action_constraint`]).
 /// `on_progress` gets the prompts sampled so far in the current turn.
 pub fn evaluate(
     cfg: &Config,
     model: &pol::LlamaModel,
     tokenizer: &pol::Tokenizer,
+    constraint: Option<&pol::Constraint>,
     pool: &mut EnvPool,
     sampler_seed: u64,
     on_progress: &mut dyn FnMut(usize),
@@ -42,15 +44,17 @@ pub fn evaluate(
     let mut generator = PolicyGenerator {
         model: model.detached(),
         tokenizer: PolicyTokenizer(tokenizer),
+        constraint,
     };
-    let trajs = rollout(pool, &seeds, &mut generator, &p, &mut |pr| {
+    let out = rollout(pool, &seeds, &mut generator, &p, &mut |pr| {
         on_progress(pr.generated)
     })?;
+    let (trajs, traces) = (out.trajectories, out.traces);
     let mut metrics = rollout_metrics("val-env", &trajs, v.group_size);
     let tok = PolicyTokenizer(tokenizer);
     let mut lens = Vec::new();
-    for (i, t) in trajs.iter().enumerate() {
-        if let Some(s) = build_sample(&tok, &p.prompt, t, i, t.score(), false)? {
+    for (i, (t, tr)) in trajs.iter().zip(&traces).enumerate() {
+        if let Some(s) = build_sample(&tok, &p.prompt, t, tr, i, t.score(), false)? {
             lens.push(s.response_tokens() as f64);
         }
     }

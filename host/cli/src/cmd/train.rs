@@ -15,7 +15,9 @@ use crate::report::progress::ProgressReporter;
 use anyhow::Context;
 use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_sandbox::WasmEnv;
-use ragen_gym_starpo::{Config, ConfigBuilder, ConfigError, RunDir, TrainSetup, Trainer};
+use ragen_gym_starpo::{
+    Config, ConfigBuilder, ConfigError, RunDir, TrainError, TrainSetup, Trainer,
+};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `ragen-gym train`.
@@ -136,7 +138,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         resume: args.resume.is_some(),
         device,
     })
-    .map_err(|e| ExpectedError::training("training setup", e))?;
+    .map_err(|e| match e {
+        // A setting that cannot work with this env or model (constrained decoding on an env
+        // without action names, an action the tokenizer cannot spell) is a config error.
+        e @ (TrainError::Config(_) | TrainError::Constraint(_)) => ExpectedError::config(e),
+        e => ExpectedError::training("training setup", e),
+    })?;
     eprintln!("run directory: {}", trainer.run_dir().display());
     let run = RunDir::open(trainer.run_dir())?;
     let sha = trainer.run_info().plugin_sha256.clone();

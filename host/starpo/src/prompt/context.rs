@@ -9,6 +9,7 @@
 //! Qwen2.5 share.
 
 use crate::config::Config;
+use crate::prompt::trace::TokenTrace;
 use crate::pyfloat::py_float_repr;
 use ragen_gym_core::{EnvSpec, Turn};
 
@@ -40,6 +41,30 @@ pub struct Message {
     pub role: Role,
     /// The text.
     pub content: String,
+    /// An assistant response sampled under constrained decoding (#9): its tokens are the
+    /// forced prefix, then exactly the sampled ids, not `content` re-tokenised.
+    pub sampled: Option<SampledBody>,
+}
+
+impl Message {
+    /// A message of plain text.
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            sampled: None,
+        }
+    }
+}
+
+/// The exact tokens of an assistant message: the forced prefix (`<think>` or `<answer>`), then
+/// the sampled ids.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampledBody {
+    /// The forced prefix (see [`forced_prefix`]).
+    pub forced: &'static str,
+    /// The sampled tokens.
+    pub trace: TokenTrace,
 }
 
 /// What one turn of a trajectory contributes to the context.
@@ -49,8 +74,11 @@ pub struct TurnView {
     pub state: String,
     /// `max_actions_per_traj` minus the actions executed before this turn.
     pub actions_left: usize,
-    /// The cleaned response, once the model has answered.
+    /// The cleaned response, once the model has answered (the raw text when it was sampled
+    /// under constrained decoding).
     pub response: Option<String>,
+    /// The response's exact tokens when it was sampled under constrained decoding (#9).
+    pub sampled: Option<TokenTrace>,
     /// The turn's reward, once the env has stepped: `Some(None)` prints `0` (no action ran, as
     /// RAGEN's int 0), `Some(Some(r))` prints Python's `repr(r)`.
     pub reward: Option<Option<f64>>,
@@ -96,6 +124,7 @@ pub fn turn_views(turns: &[Turn]) -> Vec<TurnView> {
             state: t.observation.clone(),
             actions_left: t.actions_left,
             response: Some(t.response.clone()),
+            sampled: None,
             reward: Some(if t.actions.is_empty() {
                 None
             } else {
@@ -154,21 +183,19 @@ pub fn build_messages(cfg: &PromptConfig, turns: &[TurnView]) -> Vec<Message> {
         k if k > 0 && (k as usize) < turns.len() => turns.len() - k as usize,
         _ => 0,
     };
-    let mut msgs = vec![Message {
-        role: Role::System,
-        content: cfg.system_prompt.clone(),
-    }];
+    let mut msgs = vec![Message::text(Role::System, cfg.system_prompt.clone())];
     let mut user = cfg.prefix.clone();
     for (i, t) in turns.iter().enumerate().skip(start) {
         user.push_str(&turn_text(cfg, i + 1, t));
         if let Some(resp) = &t.response {
-            msgs.push(Message {
-                role: Role::User,
-                content: std::mem::take(&mut user),
-            });
+            msgs.push(Message::text(Role::User, std::mem::take(&mut user)));
             msgs.push(Message {
                 role: Role::Assistant,
                 content: resp.clone(),
+                sampled: t.sampled.clone().map(|trace| SampledBody {
+                    forced: forced_prefix(cfg.enable_think),
+                    trace,
+                }),
             });
             if let Some(r) = t.reward {
                 let r = r.map_or_else(|| "0".to_string(), py_float_repr);
@@ -177,10 +204,7 @@ pub fn build_messages(cfg: &PromptConfig, turns: &[TurnView]) -> Vec<Message> {
         }
     }
     if !user.is_empty() {
-        msgs.push(Message {
-            role: Role::User,
-            content: user,
-        });
+        msgs.push(Message::text(Role::User, user));
     }
     msgs
 }
@@ -261,12 +285,14 @@ mod tests {
                 state: "#P#".into(),
                 actions_left: 10,
                 response: Some("<think>a</think><answer>Up</answer>".into()),
+                sampled: None,
                 reward: Some(Some(-0.1 + -0.1 + -0.1)),
             },
             TurnView {
                 state: "##P".into(),
                 actions_left: 7,
                 response: None,
+                sampled: None,
                 reward: None,
             },
         ];
@@ -302,12 +328,14 @@ mod tests {
                 state: "s1".into(),
                 actions_left: 10,
                 response: Some("r1".into()),
+                sampled: None,
                 reward: Some(None),
             },
             TurnView {
                 state: "s2".into(),
                 actions_left: 10,
                 response: Some("r2".into()),
+                sampled: None,
                 reward: Some(Some(1.0)),
             },
         ];
@@ -336,12 +364,14 @@ mod tests {
                 state: "s1".into(),
                 actions_left: 10,
                 response: Some("r1".into()),
+                sampled: None,
                 reward: Some(Some(0.5)),
             },
             TurnView {
                 state: "s2".into(),
                 actions_left: 9,
                 response: None,
+                sampled: None,
                 reward: None,
             },
         ];

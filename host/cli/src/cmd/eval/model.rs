@@ -10,6 +10,7 @@ use anyhow::Context;
 use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_policy as pol;
 use ragen_gym_sandbox::WasmEnv;
+use ragen_gym_starpo::constraint::action_constraint;
 use ragen_gym_starpo::{EnvPool, evaluate};
 use std::path::{Path, PathBuf};
 
@@ -94,10 +95,13 @@ pub fn run_model(args: &super::Args, model: &str, device: &pol::Device) -> anyho
         .collect::<Result<Vec<_>, _>>()?;
     let mut pool = EnvPool::new(envs);
     let (model, tokenizer, source) = load_model(model, device)?;
+    let constraint =
+        action_constraint(&cfg, pool.spec(), &tokenizer).map_err(ExpectedError::config)?;
     let r = evaluate(
         &cfg,
         &model,
         &tokenizer,
+        constraint.as_ref(),
         &mut pool,
         cfg.seed.sampler,
         &mut |_| {},
