@@ -1,5 +1,6 @@
 //! integration tests
 mod builtin_envs;
+mod learning;
 mod python_plugin;
 mod sandbox_hostile;
 mod starpo;
