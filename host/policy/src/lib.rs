@@ -26,7 +26,9 @@ pub mod lora;
 pub mod model;
 mod ops;
 pub mod optim;
+mod packed;
 pub mod policy;
+pub mod prefix_cache;
 mod recompute;
 pub mod sampling;
 pub mod scoring;
@@ -53,6 +55,9 @@ pub use lora::{LoraAdapter, LoraConfig};
 pub use model::{AttentionMask, KvCache, LlamaModel, ModelParts, Weights};
 pub use optim::{AdamW, AdamWConfig, LrSchedule, ParamGrads, clip_grad_norm};
 pub use policy::{NamedParam, Policy, Trainable};
-pub use sampling::{FinishReason, Sample, SamplingParams, sample, sample_constrained};
+pub use prefix_cache::{PrefixCache, PrefixCacheStats};
+pub use sampling::{
+    FinishReason, Sample, SamplingParams, sample, sample_cached, sample_constrained,
+};
 pub use scoring::{Scores, TokenBatch, hidden_states, score};
 pub use tokenizer::{Message, Role, Tokenizer};

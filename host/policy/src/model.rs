@@ -152,15 +152,15 @@ impl ModelParts<'_> {
 
 #[derive(Debug, Clone)]
 pub(crate) struct DecoderLayer {
-    input_layernorm: Tensor,
-    post_attention_layernorm: Tensor,
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
-    o_proj: Linear,
-    gate_proj: Linear,
-    up_proj: Linear,
-    down_proj: Linear,
+    pub(crate) input_layernorm: Tensor,
+    pub(crate) post_attention_layernorm: Tensor,
+    pub(crate) q_proj: Linear,
+    pub(crate) k_proj: Linear,
+    pub(crate) v_proj: Linear,
+    pub(crate) o_proj: Linear,
+    pub(crate) gate_proj: Linear,
+    pub(crate) up_proj: Linear,
+    pub(crate) down_proj: Linear,
 }
 
 /// The Hugging Face module paths of a layer's projections, in a fixed order.
@@ -261,12 +261,7 @@ impl AttentionMask {
             ));
         }
         let half = cfg.head_dim() / 2;
-        // inv_freq[i] = θ^(-2i/hd), computed in f32 like the Hugging Face reference.
-        let inv_freq: Vec<f32> = (0..half)
-            .map(|i| 1.0 / (cfg.rope_theta as f32).powf((2 * i) as f32 / cfg.head_dim() as f32))
-            .collect();
-        let mut cos = Vec::with_capacity(b * q_len * half);
-        let mut sin = Vec::with_capacity(b * q_len * half);
+        let mut positions = Vec::with_capacity(b * q_len);
         let mut bias = Vec::with_capacity(b * q_len * tk);
         for row in key_valid {
             let mut before = vec![0u32; tk];
@@ -277,12 +272,7 @@ impl AttentionMask {
             }
             for i in 0..q_len {
                 let j = tk - q_len + i;
-                let pos = before[j] as f32;
-                for f in &inv_freq {
-                    let angle = pos * f;
-                    cos.push(angle.cos());
-                    sin.push(angle.sin());
-                }
+                positions.push(before[j]);
                 bias.extend(
                     row.iter()
                         .enumerate()
@@ -290,6 +280,7 @@ impl AttentionMask {
                 );
             }
         }
+        let (cos, sin) = rope_cos_sin(cfg, &positions);
         let dtype = compute_dtype(device);
         Ok(Self {
             cos: Tensor::from_slice(&cos, (b, 1, q_len, half), device)?.to_dtype(dtype)?,
@@ -302,6 +293,26 @@ impl AttentionMask {
             bias_host: Arc::new(bias),
         })
     }
+}
+
+/// RoPE `cos` and `sin` tables `[positions, head_dim/2]` of the given absolute positions.
+pub(crate) fn rope_cos_sin(cfg: &ModelConfig, positions: &[u32]) -> (Vec<f32>, Vec<f32>) {
+    let half = cfg.head_dim() / 2;
+    // inv_freq[i] = θ^(-2i/hd), computed in f32 like the Hugging Face reference.
+    let inv_freq: Vec<f32> = (0..half)
+        .map(|i| 1.0 / (cfg.rope_theta as f32).powf((2 * i) as f32 / cfg.head_dim() as f32))
+        .collect();
+    let mut cos = Vec::with_capacity(positions.len() * half);
+    let mut sin = Vec::with_capacity(positions.len() * half);
+    for &p in positions {
+        let pos = p as f32;
+        for f in &inv_freq {
+            let angle = pos * f;
+            cos.push(angle.cos());
+            sin.push(angle.sin());
+        }
+    }
+    (cos, sin)
 }
 
 impl AttentionMask {
@@ -394,10 +405,10 @@ impl KvCache {
 pub struct LlamaModel {
     cfg: ModelConfig,
     /// [V, D]
-    embed_tokens: Tensor,
-    layers: Vec<DecoderLayer>,
+    pub(crate) embed_tokens: Tensor,
+    pub(crate) layers: Vec<DecoderLayer>,
     /// [D]
-    norm: Tensor,
+    pub(crate) norm: Tensor,
     /// [V, D]; `None` when tied to `embed_tokens`.
     lm_head: Option<Tensor>,
     frozen_base: bool,
@@ -615,6 +626,15 @@ impl LlamaModel {
     /// Whether activation checkpointing is on.
     pub fn gradient_checkpointing(&self) -> bool {
         self.gradient_checkpointing
+    }
+
+    /// Whether sampling may use the packed forward over cached segments ([`crate::packed`]):
+    /// the fused kernels on the CPU in f32.
+    pub(crate) fn packs(&self) -> bool {
+        self.fused
+            && self.dtype == DType::F32
+            && ops::fusable(&self.embed_tokens)
+            && ops::fusable(self.lm_head_weight())
     }
 
     /// Whether this call runs the fused CPU kernels.

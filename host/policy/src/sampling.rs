@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::constrain::{Constraint, Guide, Next, TokenKind, mask_logits};
 use crate::model::{AttentionMask, KvCache, LlamaModel};
+use crate::prefix_cache::{PrefixCache, SegId};
 use crate::tokenizer::Tokenizer;
 use crate::{PolicyError, Result};
 
@@ -113,15 +114,8 @@ pub fn sample_constrained(
 /// Most bytes of f32 attention scores one prefill chunk may hold (see [`sample_chunked`]).
 const PREFILL_SCORE_BYTES: usize = 1 << 30;
 
-/// [`sample_constrained`] with a given prefill budget (tests force small chunks).
-pub(crate) fn sample_chunked(
-    model: &LlamaModel,
-    tokenizer: &Tokenizer,
-    prompts: &[Vec<u32>],
-    params: &SamplingParams,
-    constraint: Option<&Constraint>,
-    prefill_score_bytes: usize,
-) -> Result<Vec<Sample>> {
+/// Check the parameters and prompts of a sampling call.
+fn validate(prompts: &[Vec<u32>], params: &SamplingParams) -> Result<()> {
     let valid = params.temperature >= 0.0 && params.top_p > 0.0 && params.top_p <= 1.0;
     if !valid {
         return Err(PolicyError::arg(
@@ -135,8 +129,12 @@ pub(crate) fn sample_chunked(
             "every prompt needs at least one token",
         ));
     }
-    let b = prompts.len();
-    let mut out: Vec<Sample> = (0..b)
+    Ok(())
+}
+
+/// An empty sample per row (what a call with no token budget returns).
+fn empty_samples(b: usize) -> Vec<Sample> {
+    (0..b)
         .map(|_| Sample {
             tokens: vec![],
             logprobs: vec![],
@@ -144,16 +142,28 @@ pub(crate) fn sample_chunked(
             text: String::new(),
             finish_reason: FinishReason::Length,
         })
-        .collect();
+        .collect()
+}
+
+/// [`sample_constrained`] with a given prefill budget (tests force small chunks).
+pub(crate) fn sample_chunked(
+    model: &LlamaModel,
+    tokenizer: &Tokenizer,
+    prompts: &[Vec<u32>],
+    params: &SamplingParams,
+    constraint: Option<&Constraint>,
+    prefill_score_bytes: usize,
+) -> Result<Vec<Sample>> {
+    validate(prompts, params)?;
+    let b = prompts.len();
     if b == 0 || params.max_new_tokens == 0 {
-        return Ok(out);
+        return Ok(empty_samples(b));
     }
     // Matrices in the compute dtype once (a bf16 copy on CUDA), not at every decode step.
     let model = model.inference_view()?;
     let cfg = model.config().clone();
     let device = model.device().clone();
-    let stop_ids = tokenizer.stop_token_ids().to_vec();
-    let pad = stop_ids[0];
+    let pad = tokenizer.stop_token_ids()[0];
     let l = prompts.iter().map(Vec::len).max().unwrap_or(0);
     let mut ids = Vec::with_capacity(b * l);
     let mut key_valid: Vec<Vec<bool>> = Vec::with_capacity(b);
@@ -163,15 +173,6 @@ pub(crate) fn sample_chunked(
         ids.extend(p);
         key_valid.push((0..l).map(|i| i >= padn).collect());
     }
-    let mut rngs: Vec<ChaCha8Rng> = (0..b)
-        .map(|i| {
-            let mut r = ChaCha8Rng::seed_from_u64(params.seed);
-            r.set_stream(i as u64);
-            r
-        })
-        .collect();
-    // Constrained decoding hook (#9): one grammar state machine per row.
-    let mut guides: Vec<Option<Guide>> = (0..b).map(|_| constraint.map(Guide::new)).collect();
     // Prefill in row chunks: the attention scores of a chunk are [rows, heads, L, L] f32, which
     // for 128 prompts of 2,500 tokens (a fifth RAGEN turn) would be 45 GB at once.
     let per_row = cfg.num_attention_heads * l * l * std::mem::size_of::<f32>();
@@ -187,8 +188,132 @@ pub(crate) fn sample_chunked(
         last.push(hidden.narrow(1, l - 1, 1)?.squeeze(1)?);
         cache.append_rows(part)?;
     }
-    let last = Tensor::cat(&last, 0)?;
-    let mut logits = model.lm_logits(&last)?; // [n_active, V]
+    let first = model.lm_logits(&Tensor::cat(&last, 0)?)?;
+    let mut step = |keep: Option<&[u32]>, next: Vec<u32>| -> Result<Tensor> {
+        if let Some(keep) = keep {
+            cache.select_rows(keep)?;
+            key_valid = keep
+                .iter()
+                .map(|&i| key_valid[i as usize].clone())
+                .collect();
+        }
+        for kv in &mut key_valid {
+            kv.push(true);
+        }
+        let input = Tensor::from_vec(next, (key_valid.len(), 1), &device)?;
+        let mask = AttentionMask::new(&key_valid, 1, &cfg, &device)?;
+        let hidden = model.forward_hidden(&input, &mask, Some(&mut cache))?;
+        model.lm_logits(&hidden.squeeze(1)?)
+    };
+    decode(first, b, params, tokenizer, constraint, &mut step)
+}
+
+/// [`sample_constrained`] with prefix caching (issue #10): prompt parts that rows of this call
+/// share, or that an earlier call on `cache` already encoded (the history of a multi-turn
+/// trajectory), are not prefilled again; each row's keys and values are read in place from
+/// the shared and cached segments ([`crate::prefix_cache`]). With the same seed the samples are
+/// those of [`sample_constrained`] (up to float rounding of the logits: same tokens but in
+/// ties of probability ~1e-6). Fused CPU f32 models only; on other devices and dtypes this is
+/// [`sample_constrained`] and `cache` is not used.
+///
+/// # Errors
+/// As [`sample`].
+pub fn sample_cached(
+    model: &LlamaModel,
+    tokenizer: &Tokenizer,
+    prompts: &[Vec<u32>],
+    params: &SamplingParams,
+    constraint: Option<&Constraint>,
+    cache: &mut PrefixCache,
+) -> Result<Vec<Sample>> {
+    if !model.packs() {
+        return sample_constrained(model, tokenizer, prompts, params, constraint);
+    }
+    validate(prompts, params)?;
+    let b = prompts.len();
+    if b == 0 || params.max_new_tokens == 0 {
+        return Ok(empty_samples(b));
+    }
+    let model = model.detached();
+    let plan = cache.plan(model.config(), prompts, params.max_new_tokens);
+    let store = cache.store_mut();
+    // Prefill in chunks of whole sequences (shared segments before the rows that read them).
+    let rows_at: Vec<usize> = plan.rows.iter().map(|r| r.1).collect();
+    let mut last = Vec::new();
+    let mut start = 0;
+    while start < plan.seqs.len() {
+        let mut end = start;
+        let mut tokens = 0;
+        while end < plan.seqs.len() && (end == start || tokens < PREFILL_TOKENS) {
+            tokens += plan.seqs[end].1.len();
+            end += 1;
+        }
+        let seqs: Vec<(SegId, &[u32])> = plan.seqs[start..end]
+            .iter()
+            .map(|(seg, t)| (*seg, t.as_slice()))
+            .collect();
+        let want: Vec<usize> = rows_at
+            .iter()
+            .filter(|&&i| (start..end).contains(&i))
+            .map(|&i| i - start)
+            .collect();
+        let hidden = model.forward_packed(store, &seqs, &want)?;
+        if !want.is_empty() {
+            last.push(hidden);
+        }
+        start = end;
+    }
+    let first = model.lm_logits(&Tensor::cat(&last, 0)?)?;
+    let mut leaves: Vec<SegId> = plan.rows.iter().map(|r| r.0).collect();
+    let all = leaves.clone();
+    let mut step = |keep: Option<&[u32]>, next: Vec<u32>| -> Result<Tensor> {
+        if let Some(keep) = keep {
+            leaves = keep.iter().map(|&i| leaves[i as usize]).collect();
+        }
+        let seqs: Vec<(SegId, &[u32])> = leaves
+            .iter()
+            .zip(&next)
+            .map(|(&seg, t)| (seg, std::slice::from_ref(t)))
+            .collect();
+        let want: Vec<usize> = (0..seqs.len()).collect();
+        let hidden = model.forward_packed(store, &seqs, &want)?;
+        model.lm_logits(&hidden)
+    };
+    let out = decode(first, b, params, tokenizer, constraint, &mut step);
+    cache.finish(&all);
+    out
+}
+
+/// New tokens of one packed prefill forward (whole sequences; one longer sequence goes alone).
+const PREFILL_TOKENS: usize = 4096;
+
+/// The model side of a decode loop: given the rows to keep (indices into the active rows, when
+/// some finished) and the token chosen for each kept row, the logits `[rows, V]` of their next
+/// tokens.
+type Step<'a> = dyn FnMut(Option<&[u32]>, Vec<u32>) -> Result<Tensor> + 'a;
+
+/// The token-choice loop shared by both samplers: `first` holds the logits `[b, V]` of every
+/// row's first new token; rows leave when they stop.
+fn decode(
+    first: Tensor,
+    b: usize,
+    params: &SamplingParams,
+    tokenizer: &Tokenizer,
+    constraint: Option<&Constraint>,
+    step: &mut Step<'_>,
+) -> Result<Vec<Sample>> {
+    let mut out = empty_samples(b);
+    let stop_ids = tokenizer.stop_token_ids().to_vec();
+    let mut rngs: Vec<ChaCha8Rng> = (0..b)
+        .map(|i| {
+            let mut r = ChaCha8Rng::seed_from_u64(params.seed);
+            r.set_stream(i as u64);
+            r
+        })
+        .collect();
+    // Constrained decoding hook (#9): one grammar state machine per row.
+    let mut guides: Vec<Option<Guide>> = (0..b).map(|_| constraint.map(Guide::new)).collect();
+    let mut logits = first; // [n_active, V]
     let mut active: Vec<usize> = (0..b).collect();
     let mut done = vec![false; b];
     loop {
@@ -206,15 +331,15 @@ pub(crate) fn sample_chunked(
             // Constrained decoding hook (#9): the row's guide may force the token or restrict
             // the choice to an allowed set (the masked logits feed the usual sampler).
             let remaining = params.max_new_tokens - out[row].tokens.len();
-            let step = guides[row]
+            let rule = guides[row]
                 .as_mut()
                 .map_or(Next::Free, |g| g.next(remaining));
-            let (tok, lp) = match (&step, &free) {
+            let (tok, lp) = match (&rule, &free) {
                 (Next::Forced(t), _) => (*t, 0.0),
                 (Next::Free, Some((tokens, logprobs))) => (tokens[i], logprobs[i]),
                 (Next::Free | Next::Choice(_), _) => {
                     let masked;
-                    let logit = match &step {
+                    let logit = match &rule {
                         Next::Choice(set) => {
                             masked = mask_logits(&rows[i], set);
                             &masked
@@ -231,7 +356,7 @@ pub(crate) fn sample_chunked(
             let s = &mut out[row];
             s.tokens.push(tok);
             s.logprobs.push(lp);
-            s.kinds.push(step.kind());
+            s.kinds.push(rule.kind());
             if stop_ids.contains(&tok) {
                 s.finish_reason = FinishReason::Stop;
                 done[row] = true;
@@ -255,22 +380,12 @@ pub(crate) fn sample_chunked(
             break;
         }
         if keep.len() < active.len() {
-            cache.select_rows(&keep)?;
             active = keep.iter().map(|&i| active[i as usize]).collect();
-            key_valid = keep
-                .iter()
-                .map(|&i| key_valid[i as usize].clone())
-                .collect();
             next = keep.iter().map(|&i| next[i as usize]).collect();
+            logits = step(Some(&keep), next)?;
+        } else {
+            logits = step(None, next)?;
         }
-        for kv in &mut key_valid {
-            kv.push(true);
-        }
-        let n = active.len();
-        let input = Tensor::from_vec(next, (n, 1), &device)?;
-        let mask = AttentionMask::new(&key_valid, 1, &cfg, &device)?;
-        let hidden = model.forward_hidden(&input, &mask, Some(&mut cache))?;
-        logits = model.lm_logits(&hidden.squeeze(1)?)?;
     }
     for s in &mut out {
         s.text = tokenizer.decode(&s.tokens, true)?;

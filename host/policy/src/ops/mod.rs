@@ -8,10 +8,13 @@
 //! - [`rope`]: rotary embedding on the `[B, T, heads, hd]` projection layout.
 //! - [`attention`]: grouped-query attention with an additive mask, read straight from the
 //!   projection layouts, softmax recomputed in the backward (no `[B, H, T, Tk]` tensor is kept).
+//! - [`chain_attention`]: sampling's attention of new tokens over chains of cached key/value
+//!   blocks read in place (shared prefixes, per-trajectory caches; no backward).
 //! - [`token_logprobs`]: lm_head + log-softmax + entropy at the scored positions only, in row
 //!   chunks, so the `[N, V]` logits never exist whole.
 
 mod attention;
+mod chain_attention;
 mod gemm;
 mod logprob;
 mod norm;
@@ -19,6 +22,7 @@ mod rope;
 mod swiglu;
 
 pub(crate) use attention::attention;
+pub(crate) use chain_attention::{ChainQuery, Heads, KvBlock, chain_attention};
 pub(crate) use logprob::token_logprobs;
 pub(crate) use norm::rms_norm;
 pub(crate) use rope::{RopeTables, rope};
