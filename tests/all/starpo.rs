@@ -1,9 +1,11 @@
 //! StarPO trainer integration: the rollout over real env logic (native), and one tiny end-to-end
-//! training run with the default model (train 1 iteration, resume to 2).
+//! training run with the default model (train 1 iteration, resume to 2) whose files are written
+//! by the CLI's reporters.
 
 use ragen_gym_builtins::Builtin;
 use ragen_gym_cli::report::Reporters;
 use ragen_gym_cli::report::jsonl::JsonlReporter;
+use ragen_gym_cli::report::tensorboard::{TensorBoardReporter, event_files, read_events, scalars};
 use ragen_gym_starpo::prompt::{CharTokenizer, PromptConfig, Tokenize, env_prefix};
 use ragen_gym_starpo::seeds::group_seeds;
 use ragen_gym_starpo::{
@@ -161,10 +163,13 @@ fn train_one_iteration_then_resume_with_the_default_model() {
         })
         .unwrap()
     };
-    // the CLI's JSONL reporter writes metrics.jsonl and trajectories.jsonl
+    // the CLI's reporters write metrics.jsonl, trajectories.jsonl and the TensorBoard files
     let reporters = |t: &Trainer| {
         let run = RunDir::open(t.run_dir()).unwrap();
-        Reporters(vec![Box::new(JsonlReporter::new(run, "native", 4))])
+        Reporters(vec![
+            Box::new(TensorBoardReporter::new(&run)),
+            Box::new(JsonlReporter::new(run, "native", 4)),
+        ])
     };
     let mut t = build(1, false);
     t.train(&mut reporters(&t)).unwrap();
@@ -204,6 +209,31 @@ fn train_one_iteration_then_resume_with_the_default_model() {
         })
         .collect();
     assert_eq!(its, vec![1, 2]);
+    // TensorBoard holds exactly the metrics of metrics.jsonl: every finite value once, at its
+    // iteration, as f32 (two files: one per process)
+    let mut tb: Vec<(String, i64, f32)> = event_files(&run_dir)
+        .unwrap()
+        .iter()
+        .flat_map(|f| scalars(&read_events(f).unwrap()))
+        .collect();
+    tb.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    let mut want: Vec<(String, i64, f32)> = metrics
+        .lines()
+        .flat_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let it = v["iteration"].as_i64().unwrap();
+            v.as_object()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| *k != "iteration")
+                .map(|(k, x)| (k.clone(), it, x.as_f64().unwrap() as f32))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    want.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    assert_eq!(event_files(&run_dir).unwrap().len(), 2);
+    assert!(want.len() > 20, "{want:?}");
+    assert_eq!(tb, want);
 }
 
 fn ragen_gym_policy_path() -> std::path::PathBuf {

@@ -279,6 +279,8 @@ pub enum KlType {
 )]
 pub struct ActorConfig {
     pub actor_lr: f64,
+    pub lr_warmup_steps_ratio: f64,
+    pub warmup_style: WarmupStyle,
     pub ppo_epochs: u32,
     pub ppo_mini_batch_size: usize,
     pub micro_batch_size: usize,
@@ -293,6 +295,18 @@ pub struct ActorConfig {
     pub weight_decay: f64,
 }
 
+/// The learning-rate schedule after warm-up (verl `optim.warmup_style`, from
+/// `verl/utils/torch_functional.py::get_constant_schedule_with_warmup` and
+/// `get_cosine_schedule_with_warmup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarmupStyle {
+    /// The configured rate.
+    Constant,
+    /// Half a cosine from the configured rate down to 0 at the last iteration.
+    Cosine,
+}
+
 /// `[critic]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -302,6 +316,8 @@ pub struct ActorConfig {
 )]
 pub struct CriticConfig {
     pub critic_lr: f64,
+    pub lr_warmup_steps_ratio: f64,
+    pub warmup_style: WarmupStyle,
     pub cliprange_value: f64,
     pub grad_clip: f64,
     pub weight_decay: f64,
@@ -636,6 +652,16 @@ impl Config {
                  \"identity\" (RAGEN normalises only trajectory scores: ctx_manager.py::_normalize_score_tensor)"
                     .into(),
             );
+        }
+        for (name, r) in [
+            ("actor", self.actor.lr_warmup_steps_ratio),
+            ("critic", self.critic.lr_warmup_steps_ratio),
+        ] {
+            if !(0.0..=1.0).contains(&r) {
+                return bad(format!(
+                    "{name}.lr_warmup_steps_ratio must be in [0, 1], got {r}"
+                ));
+            }
         }
         if self.rollout.response_length == 0 || self.rollout.generation_batch_size == 0 {
             return bad(

@@ -8,7 +8,7 @@ use crate::advantages::Estimates;
 use crate::advantages::kl_estimate;
 use crate::batch::TrainSample;
 use crate::batch::tensors::{pad_rows, rows_of, token_batch};
-use crate::config::{Config, KlType};
+use crate::config::{Config, KlType, WarmupStyle};
 use crate::losses::{ClipParams, kl_tensor, masked_mean, policy_loss, value_loss};
 use crate::metrics::Metrics;
 use ragen_gym_policy::{self as pol, Tensor};
@@ -177,12 +177,35 @@ impl<'a> MicroBatch<'a> {
     }
 }
 
+/// The schedule of a learning rate `lr` over `total` updates, as verl builds it
+/// (`fsdp_workers.py::_build_model_optimizer`): `int(warmup_ratio × total)` warm-up updates.
+pub fn schedule(lr: f64, warmup_ratio: f64, style: WarmupStyle, total: u32) -> pol::LrSchedule {
+    let warmup_steps = (warmup_ratio * f64::from(total)) as u64;
+    match style {
+        WarmupStyle::Constant => pol::LrSchedule::WarmupConstant { lr, warmup_steps },
+        WarmupStyle::Cosine => pol::LrSchedule::WarmupCosine {
+            lr,
+            warmup_steps,
+            total_steps: u64::from(total),
+        },
+    }
+}
+
 impl LearningRates {
-    /// The learning rates of iteration `iteration` (1-based).
-    pub fn at(cfg: &Config, _iteration: u32) -> Self {
+    /// The learning rates of iteration `iteration` (1-based). verl steps each scheduler once
+    /// per update and logs the rate the update used, so update `u` (0-based) uses the schedule
+    /// at `u`: the critic's `u` is `iteration - 1`; the actor's skips the `critic_warmup`
+    /// iterations in which it does not update.
+    pub fn at(cfg: &Config, iteration: u32) -> Self {
+        let total = cfg.trainer.total_training_steps;
+        let (a, c) = (&cfg.actor, &cfg.critic);
+        let actor = schedule(a.actor_lr, a.lr_warmup_steps_ratio, a.warmup_style, total);
+        let critic = schedule(c.critic_lr, c.lr_warmup_steps_ratio, c.warmup_style, total);
+        // the actor's first update is at iteration max(critic_warmup, 1) (actor_updates_at)
+        let actor_update = iteration.saturating_sub(cfg.trainer.critic_warmup.max(1));
         Self {
-            actor: cfg.actor.actor_lr,
-            critic: cfg.critic.critic_lr,
+            actor: actor.lr_at(u64::from(actor_update)),
+            critic: critic.lr_at(u64::from(iteration.saturating_sub(1))),
         }
     }
 }
@@ -413,5 +436,36 @@ mod tests {
         assert!(actor_updates_at(&cfg, 1));
         cfg.trainer.critic_warmup = 1;
         assert!(actor_updates_at(&cfg, 1));
+    }
+
+    #[test]
+    fn learning_rates_follow_verl_schedules() {
+        // verl's default: constant, no warm-up
+        let mut cfg = Config::default_config();
+        assert_eq!(
+            LearningRates::at(&cfg, 7),
+            LearningRates {
+                actor: 1e-6,
+                critic: 1e-5
+            }
+        );
+        // 4 iterations, warm-up ratio 0.5 -> 2 warm-up updates: 0, lr/2, lr, lr
+        cfg.trainer.total_training_steps = 4;
+        cfg.actor.actor_lr = 1.0;
+        cfg.actor.lr_warmup_steps_ratio = 0.5;
+        let actor = |cfg: &Config, it| LearningRates::at(cfg, it).actor;
+        assert_eq!([1, 2, 3, 4].map(|it| actor(&cfg, it)), [0.0, 0.5, 1.0, 1.0]);
+        // the actor starts counting at its first update, iteration critic_warmup (1 when 0 or 1)
+        cfg.trainer.critic_warmup = 1;
+        assert_eq!([1, 2, 3].map(|it| actor(&cfg, it)), [0.0, 0.5, 1.0]);
+        cfg.trainer.critic_warmup = 2;
+        assert_eq!([2, 3, 4].map(|it| actor(&cfg, it)), [0.0, 0.5, 1.0]);
+        // cosine without warm-up: 0.5 (1 + cos(pi u / 4)) at u = 0, 2 -> 1, 0.5
+        cfg.trainer.critic_warmup = 0;
+        cfg.critic.critic_lr = 1.0;
+        cfg.critic.warmup_style = WarmupStyle::Cosine;
+        let critic = |it| LearningRates::at(&cfg, it).critic;
+        assert_eq!(critic(1), 1.0);
+        assert!((critic(3) - 0.5).abs() < 1e-12);
     }
 }

@@ -1,11 +1,15 @@
-//! `ragen-gym plot RUN_DIR`: PNG training curves from `metrics.jsonl` (success, in-group reward
-//! std, entropy, gradient norm, response length), drawn with plotters' bitmap backend.
+//! `ragen-gym plot RUN_DIR`: PNG training curves from `metrics.jsonl`, one panel per curve of
+//! [`CURVES`] (success, in-group reward std, entropy, gradient norm, response length,
+//! trajectory score), each with a title, labelled axes with ticks, and a legend naming its
+//! metrics. Writes `plots/curves.png` (all panels) and one PNG per panel, and prints each
+//! series' points.
 //!
-//! The images carry no text (no font is shipped; the bitmap backend needs one for labels):
-//! each file is named after its metric, and the command prints each curve's points, range and
-//! the file it wrote.
+//! Text is drawn with an embedded font (DejaVu Sans, matplotlib's default, from the `dejavu`
+//! crate, through plotters' `ab_glyph` renderer), so the images look the same on every machine.
 
+use crate::report::curves::{CURVES, Curve};
 use anyhow::Context;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use ragen_gym_starpo::RunDir;
 use std::path::{Path, PathBuf};
@@ -21,101 +25,267 @@ pub struct Args {
     pub out: Option<PathBuf>,
 }
 
-/// Metric-name suffixes that get a curve (RAGEN's paper curves).
-const CURVES: [&str; 6] = [
-    "/success",
-    "rollout/in_group_std",
-    "actor/entropy_loss",
-    "actor/grad_norm",
-    "train/response_length",
-    "rollout/chosen_in_group_std",
-];
+/// The font family every text of the plots uses.
+const FONT: &str = "sans-serif";
+
+/// One line of a panel: a metric's `(iteration, value)` points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// The metric's name (the legend entry).
+    pub name: String,
+    /// Its points, in iteration order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The series of `curve` in `lines` (the objects of `metrics.jsonl`); empty when the run has
+/// none of its metrics.
+pub fn series_of(curve: &Curve, lines: &[serde_json::Value]) -> Vec<Series> {
+    let mut names: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.as_object())
+        .flat_map(|o| o.keys().map(String::as_str))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    curve
+        .series(names)
+        .into_iter()
+        .map(|name| Series {
+            name: name.to_string(),
+            points: lines
+                .iter()
+                .filter_map(|l| Some((l.get("iteration")?.as_f64()?, l.get(name)?.as_f64()?)))
+                .collect(),
+        })
+        .collect()
+}
+
+fn register_font() -> anyhow::Result<()> {
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok()
+    });
+    anyhow::ensure!(ok, "the embedded font does not parse");
+    Ok(())
+}
+
+fn plot_err<E: std::error::Error + Send + Sync + 'static>(
+    e: DrawingAreaErrorKind<E>,
+) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// The x and y ranges of a panel: x from 0 to the last iteration (at least 1), y around the
+/// values with 5 % padding (a unit window around a flat series).
+fn ranges(series: &[Series]) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
+    let pts = series.iter().flat_map(|s| s.points.iter());
+    let (mut x1, mut y0, mut y1) = (1.0f64, f64::INFINITY, f64::NEG_INFINITY);
+    for &(x, y) in pts {
+        x1 = x1.max(x);
+        if y.is_finite() {
+            y0 = y0.min(y);
+            y1 = y1.max(y);
+        }
+    }
+    if y1.partial_cmp(&y0) != Some(std::cmp::Ordering::Greater) {
+        let mid = if y0.is_finite() { y0 } else { 0.0 };
+        (y0, y1) = (mid - 0.5, mid + 0.5);
+    }
+    let pad = (y1 - y0) * 0.05;
+    (0.0..x1, (y0 - pad)..(y1 + pad))
+}
+
+/// An x tick label: iterations are whole numbers, so only whole ticks are labelled.
+fn iteration_label(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0}")
+    } else {
+        String::new()
+    }
+}
+
+/// Decimals that tell ticks `span` apart: 2 for a span of about 1, one more per decade below.
+fn decimals(span: f64) -> usize {
+    (2.0 - span.log10().floor()).clamp(0.0, 6.0) as usize
+}
+
+/// Draw one panel onto `area`.
+fn draw_panel(
+    area: &DrawingArea<BitMapBackend<'_>, Shift>,
+    curve: &Curve,
+    series: &[Series],
+) -> anyhow::Result<()> {
+    let (xr, yr) = ranges(series);
+    let places = decimals(yr.end - yr.start);
+    // "-0.00" reads as a bug: ticks that round to zero print as zero.
+    let y_label = move |y: &f64| {
+        let s = format!("{y:.places$}");
+        if s.trim_start_matches('-')
+            .chars()
+            .all(|c| c == '0' || c == '.')
+        {
+            s.trim_start_matches('-').to_string()
+        } else {
+            s
+        }
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(curve.title, (FONT, 22))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(xr, yr)
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("iteration")
+        .y_desc(curve.y_label)
+        .axis_desc_style((FONT, 15))
+        .label_style((FONT, 13))
+        .x_labels(8)
+        .y_labels(6)
+        .x_label_formatter(&iteration_label)
+        .y_label_formatter(&y_label)
+        .max_light_lines(1)
+        .light_line_style(RGBColor(240, 240, 240))
+        .draw()
+        .map_err(plot_err)?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(plot_err)?
+            .label(&s.name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(s.points.iter().map(|p| Circle::new(*p, 3, color.filled())))
+            .map_err(plot_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .draw()
+        .map_err(plot_err)?;
+    Ok(())
+}
+
+/// The pixel size of a grid of `n` panels in `cols` columns.
+fn grid_size(n: usize, cols: usize) -> (u32, u32) {
+    (560 * cols as u32, 400 * n.div_ceil(cols) as u32)
+}
+
+/// Draw `panels` in a grid of `cols` columns into the PNG `path`.
+fn draw_grid(path: &Path, panels: &[(&Curve, Vec<Series>)], cols: usize) -> anyhow::Result<()> {
+    let root = BitMapBackend::new(path, grid_size(panels.len(), cols)).into_drawing_area();
+    draw_grid_on(root, panels, cols)
+}
+
+fn draw_grid_on(
+    root: DrawingArea<BitMapBackend<'_>, Shift>,
+    panels: &[(&Curve, Vec<Series>)],
+    cols: usize,
+) -> anyhow::Result<()> {
+    let rows = panels.len().div_ceil(cols);
+    root.fill(&WHITE).map_err(plot_err)?;
+    for (area, (curve, series)) in root.split_evenly((rows, cols)).iter().zip(panels) {
+        draw_panel(area, curve, series)?;
+    }
+    root.present().map_err(plot_err)?;
+    Ok(())
+}
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    register_font()?;
     let run = RunDir::open(&args.run_dir)?;
     let lines = run
         .read_metrics()
         .with_context(|| format!("failed to read metrics of {}", args.run_dir.display()))?;
-    let out = args.out.unwrap_or_else(|| args.run_dir.join("plots"));
-    std::fs::create_dir_all(&out).with_context(|| format!("failed to create {}", out.display()))?;
-    let mut names: Vec<String> = lines
+    let panels: Vec<(&Curve, Vec<Series>)> = CURVES
         .iter()
-        .filter_map(|l| l.as_object())
-        .flat_map(|o| o.keys().cloned())
-        .filter(|k| CURVES.iter().any(|c| k.ends_with(c)))
+        .map(|c| (c, series_of(c, &lines)))
+        .filter(|(_, s)| !s.is_empty())
         .collect();
-    names.sort();
-    names.dedup();
-    if names.is_empty() {
+    if panels.is_empty() {
         anyhow::bail!("{} has no plottable metrics", run.metrics_path().display());
     }
-    for name in names {
-        let pts: Vec<(f64, f64)> = lines
-            .iter()
-            .filter_map(|l| Some((l.get("iteration")?.as_f64()?, l.get(&name)?.as_f64()?)))
+    let out = args.out.unwrap_or_else(|| args.run_dir.join("plots"));
+    std::fs::create_dir_all(&out).with_context(|| format!("failed to create {}", out.display()))?;
+    let all = out.join("curves.png");
+    draw_grid(&all, &panels, 2.min(panels.len()))
+        .with_context(|| format!("failed to draw {}", all.display()))?;
+    println!("{}", all.display());
+    for (curve, series) in &panels {
+        let slug = curve.title.to_lowercase().replace([' ', '-'], "_");
+        let file = out.join(format!("{slug}.png"));
+        draw_grid(&file, &[(curve, series.clone())], 1)
+            .with_context(|| format!("failed to draw {}", file.display()))?;
+        println!("{} -> {}", curve.title, file.display());
+        for s in series {
+            let pts: Vec<String> = s
+                .points
+                .iter()
+                .map(|(x, y)| format!("{x}:{y:.4}"))
+                .collect();
+            println!("  {} {}", s.name, pts.join(" "));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panels_pick_their_series_and_draw_with_text() {
+        let lines: Vec<serde_json::Value> = (0..4)
+            .map(|i| {
+                let mut v = serde_json::json!({
+                    "iteration": i,
+                    "train/Bandit/success": 0.25 * f64::from(i),
+                    "actor/grad_norm": 1.0,
+                });
+                if i % 3 == 0 {
+                    v["val-env/Bandit/success"] = serde_json::json!(0.5);
+                }
+                v
+            })
             .collect();
-        let file = out.join(format!("{}.png", name.replace(['/', '@'], "_")));
-        draw(&file, &pts).with_context(|| format!("failed to draw {}", file.display()))?;
-        let (lo, hi) = range(&pts);
-        let series: Vec<String> = pts.iter().map(|(x, y)| format!("{x}:{y:.4}")).collect();
-        println!(
-            "{name} [{lo:.4}, {hi:.4}] -> {}\n  {}",
-            file.display(),
-            series.join(" ")
+        let s = series_of(&CURVES[0], &lines);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].name, "train/Bandit/success");
+        assert_eq!(s[0].points[3], (3.0, 0.75));
+        assert_eq!(s[1].points, vec![(0.0, 0.5), (3.0, 0.5)]);
+        // a flat series gets a unit window
+        let g = series_of(&CURVES[3], &lines);
+        assert_eq!(ranges(&g), (0.0..3.0, 0.45..1.55));
+        // ticks: whole iterations only; no "-0.00"
+        assert_eq!(
+            (iteration_label(&2.0), iteration_label(&0.5)),
+            ("2".into(), String::new())
         );
+        assert_eq!((decimals(1.1), decimals(30.0), decimals(0.011)), (2, 1, 4));
+        // the embedded font draws the title: dark pixels in the band above the chart, where
+        // only text goes
+        register_font().unwrap();
+        let (w, h) = grid_size(1, 1);
+        let mut buf = vec![255u8; (w * h * 3) as usize];
+        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        draw_grid_on(root, &[(&CURVES[0], s)], 1).unwrap();
+        let title_band = &buf[..(w * 30 * 3) as usize];
+        let dark = title_band
+            .chunks(3)
+            .filter(|p| p.iter().all(|c| *c < 128))
+            .count();
+        assert!(dark > 100, "{dark} dark pixels in the title band");
     }
-    Ok(())
-}
-
-fn range(pts: &[(f64, f64)]) -> (f64, f64) {
-    let lo = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
-    let hi = pts.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
-    (lo, hi)
-}
-
-fn draw(path: &Path, pts: &[(f64, f64)]) -> anyhow::Result<()> {
-    let root = BitMapBackend::new(path, (640, 400)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let x0 = pts
-        .iter()
-        .map(|p| p.0)
-        .fold(f64::INFINITY, f64::min)
-        .min(0.0);
-    let x1 = pts
-        .iter()
-        .map(|p| p.0)
-        .fold(f64::NEG_INFINITY, f64::max)
-        .max(x0 + 1.0);
-    let (mut y0, mut y1) = range(pts);
-    // A flat (or NaN) series gets a unit-high window around it.
-    if y1.partial_cmp(&y0) != Some(std::cmp::Ordering::Greater) {
-        y0 -= 0.5;
-        y1 += 0.5;
-    }
-    let pad = (y1 - y0) * 0.05;
-    let mut chart = ChartBuilder::on(&root)
-        .margin(20)
-        .build_cartesian_2d(x0..x1, (y0 - pad)..(y1 + pad))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    // Grid: 5 horizontal and vertical lines, no labels.
-    let grey = RGBColor(220, 220, 220);
-    for i in 0..=4 {
-        let y = y0 - pad + (y1 - y0 + 2.0 * pad) * f64::from(i) / 4.0;
-        let x = x0 + (x1 - x0) * f64::from(i) / 4.0;
-        chart
-            .draw_series(LineSeries::new([(x0, y), (x1, y)], &grey))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        chart
-            .draw_series(LineSeries::new([(x, y0 - pad), (x, y1 + pad)], &grey))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    chart
-        .draw_series(LineSeries::new(pts.iter().copied(), BLUE.stroke_width(2)))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    chart
-        .draw_series(pts.iter().map(|p| Circle::new(*p, 3, BLUE.filled())))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(())
 }

@@ -12,6 +12,7 @@ use crate::ExpectedError;
 use crate::report::Reporters;
 use crate::report::jsonl::JsonlReporter;
 use crate::report::progress::ProgressReporter;
+use crate::report::tensorboard::TensorBoardReporter;
 use anyhow::Context;
 use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_sandbox::WasmEnv;
@@ -149,6 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let sha = trainer.run_info().plugin_sha256.clone();
     let mut reporters = Reporters(vec![
         Box::new(ProgressReporter::new()),
+        Box::new(TensorBoardReporter::new(&run)),
         Box::new(JsonlReporter::new(run, &sha, log_trajectories)),
     ]);
     trainer
