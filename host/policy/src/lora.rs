@@ -90,7 +90,7 @@ pub struct LoraAdapter {
 
 /// `y = x Wᵀ` with `W` constant: the forward result is computed outside (detached) and the
 /// backward returns only `dy W`, so no gradient for the frozen weight is ever computed
-/// (candle's `Matmul` backward always computes both operand gradients: spec §5, LoRA table).
+/// (candle's `Matmul` backward always computes both operand gradients: candle-core `backprop.rs`, `Tensor::backward`, the `Op::Matmul` arm).
 pub(crate) struct FrozenMatmul {
     /// The frozen weight, shape [out, in], detached.
     pub(crate) weight: Tensor,

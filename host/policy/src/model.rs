@@ -1,6 +1,6 @@
 //! The decoder-only transformer of the Llama and Qwen2 families, written for training.
 //!
-//! Every op is differentiable (no `apply_op*_no_bwd` kernels: `shared/spec/candle.md` §4):
+//! Every op is differentiable (no `apply_op*_no_bwd` kernels, which candle-core `custom_op.rs` gives no backward):
 //! RMSNorm from `sqr/mean/sqrt/recip`, RoPE by `rotate_half` with per-row positions, grouped-query
 //! attention without repeating K/V, softmax with a detached max, an additive finite mask (causal +
 //! left padding), SwiGLU. The lm_head is applied only to the hidden states the caller selects.

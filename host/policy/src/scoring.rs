@@ -269,7 +269,7 @@ pub fn hidden_states(model: &LlamaModel, batch: &TokenBatch) -> Result<Tensor> {
 ///
 /// The lm_head is applied only at the N positions whose next token is scored ([N, D] -> [N, V]),
 /// and results are scattered back to [B, T-1] with a differentiable `index_add`.
-/// Log-softmax and entropy subtract a detached max (spec §5, §8).
+/// Log-softmax and entropy subtract a detached max (as torch's `log_softmax` does; verl `torch_functional.py::entropy_from_logits`).
 ///
 /// # Errors
 /// Invalid batch; tensor errors.

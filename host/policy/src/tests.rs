@@ -655,7 +655,7 @@ mod real_model {
     fn tokenizer_matches_the_hugging_face_chatml_ids_and_round_trips() {
         let m = loaded();
         let tok = &m.tokenizer;
-        // Tail of the ChatML ids the Hugging Face SmolLM2 tokenizer gives (shared/spec/candle.md §3).
+        // Tail of the ChatML ids the Hugging Face SmolLM2 tokenizer gives (HuggingFaceTB/SmolLM2-135M-Instruct `tokenizer.json`).
         let ids = tok
             .encode_chat(&[Message::user("What is 2+3?")], true)
             .unwrap();
