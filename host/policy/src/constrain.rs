@@ -27,7 +27,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use candle_core::{DType, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::tokenizer::Tokenizer;
@@ -840,25 +839,6 @@ pub fn mask_logits(logits: &[f32], allowed: &[u32]) -> Vec<f32> {
         out[t as usize] = logits[t as usize];
     }
     out
-}
-
-/// Log-prob of `targets` and entropy, both over the allowed sets only: logits [N, V], one
-/// allowed set per row. Disallowed entries get -1e30 (not -inf, so `p * z` stays 0, not NaN).
-pub(crate) fn allowed_logprobs_and_entropy(
-    logits: &Tensor,
-    targets: &Tensor,
-    allowed: &[&[u32]],
-) -> Result<(Tensor, Tensor)> {
-    let (n, v) = logits.dims2()?;
-    let mut bias = vec![-1e30f32; n * v];
-    for (r, set) in allowed.iter().enumerate() {
-        for &t in *set {
-            bias[r * v + t as usize] = 0.0;
-        }
-    }
-    let bias = Tensor::from_vec(bias, (n, v), logits.device())?.to_dtype(DType::F32)?;
-    let masked = logits.to_dtype(DType::F32)?.broadcast_add(&bias)?;
-    crate::scoring::logprobs_and_entropy(&masked, targets)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use candle_core::{D, DType, Device, Tensor};
 
-use crate::constrain::{TokenKind, allowed_logprobs_and_entropy};
+use crate::constrain::TokenKind;
 use crate::model::{AttentionMask, LlamaModel};
 use crate::{PolicyError, Result};
 
@@ -376,4 +376,23 @@ pub(crate) fn logprobs_and_entropy(logits: &Tensor, targets: &Tensor) -> Result<
     let p = z.broadcast_sub(&lse)?.exp()?;
     let ent = (lse.squeeze(1)? - (p * &z)?.sum(D::Minus1)?)?;
     Ok((lp, ent))
+}
+
+/// Log-prob of `targets` and entropy, both over the allowed sets only: logits [N, V], one
+/// allowed set per row. Disallowed entries get -1e30 (not -inf, so `p * z` stays 0, not NaN).
+pub(crate) fn allowed_logprobs_and_entropy(
+    logits: &Tensor,
+    targets: &Tensor,
+    allowed: &[&[u32]],
+) -> Result<(Tensor, Tensor)> {
+    let (n, v) = logits.dims2()?;
+    let mut bias = vec![-1e30f32; n * v];
+    for (r, set) in allowed.iter().enumerate() {
+        for &t in *set {
+            bias[r * v + t as usize] = 0.0;
+        }
+    }
+    let bias = Tensor::from_vec(bias, (n, v), logits.device())?.to_dtype(DType::F32)?;
+    let masked = logits.to_dtype(DType::F32)?.broadcast_add(&bias)?;
+    logprobs_and_entropy(&masked, targets)
 }

@@ -192,9 +192,7 @@ impl<'r> Emitter<'r> {
     }
 
     /// The reporter's first error, if any.
-    pub(crate) fn check(&mut self) -> Result<(), crate::error::TrainError> {
-        self.error
-            .take()
-            .map_or(Ok(()), |e| Err(crate::error::TrainError::Report(e)))
+    pub(crate) fn check(&mut self) -> Result<(), ReportError> {
+        self.error.take().map_or(Ok(()), Err)
     }
 }

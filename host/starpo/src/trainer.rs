@@ -127,7 +127,7 @@ impl Trainer {
             trainable_params: self.models.policy.num_trainable(),
             batch: self.cfg.train_batch_size(),
         });
-        ev.check()?;
+        ev.check().map_err(TrainError::Report)?;
         if self.iteration == 0 && self.cfg.trainer.val_before_train {
             let mut m = Metrics::new();
             self.validate(0, &mut m, &mut ev)?;
@@ -135,7 +135,7 @@ impl Trainer {
                 iteration: 0,
                 metrics: &m,
             });
-            ev.check()?;
+            ev.check().map_err(TrainError::Report)?;
         }
         while self.iteration < total {
             let it = self.iteration + 1;
@@ -156,12 +156,12 @@ impl Trainer {
                 iteration: it,
                 metrics: &m,
             });
-            ev.check()?;
+            ev.check().map_err(TrainError::Report)?;
         }
         ev.emit(TrainEvent::Finished {
             iteration: self.iteration,
         });
-        ev.check()
+        ev.check().map_err(TrainError::Report)
     }
 
     /// Run one iteration (rollout or Online-k reuse, log-probs, advantages, critic and actor
@@ -204,7 +204,7 @@ impl Trainer {
                 &mut m,
                 &mut ev.progress(it, Phase::LogProbs),
             )?;
-            ev.check()?;
+            ev.check().map_err(TrainError::Report)?;
             ev.phase(
                 it,
                 Phase::Update,
@@ -215,7 +215,7 @@ impl Trainer {
             let updated = update(&self.cfg, models, &samples, &est, it, &mut m, &mut progress);
             drop(progress);
             updated?;
-            ev.check()?;
+            ev.check().map_err(TrainError::Report)?;
         }
         self.cached = Some((samples, rollout_metrics));
         Ok(m)
@@ -248,7 +248,7 @@ impl Trainer {
             let on_turn = &mut |pr: RolloutProgress| progress(pr.generated);
             rollout(&mut self.train_pool, &seeds, &mut generator, &p, on_turn)?
         };
-        ev.check()?;
+        ev.check().map_err(TrainError::Report)?;
         let (mut trajs, traces) = (out.trajectories, out.traces);
         let mut m = Metrics::new();
         m.insert("timing_s/gen".into(), t.elapsed().as_secs_f64());
@@ -266,7 +266,7 @@ impl Trainer {
             split: Split::Train,
             trajectories: &trajs,
         });
-        ev.check()?;
+        ev.check().map_err(TrainError::Report)?;
         let scores = training_scores(cfg, &trajs, &mut m);
         let kept = filter_groups(&scores, g.group_size, &FilterParams::from_config(cfg));
         m.extend(kept.metrics);
@@ -308,7 +308,7 @@ impl Trainer {
             split: Split::Val,
             trajectories: &r.trajectories,
         });
-        ev.check()?;
+        ev.check().map_err(TrainError::Report)?;
         m.extend(r.metrics);
         m.insert("timing_s/testing".into(), t.elapsed().as_secs_f64());
         Ok(())
@@ -334,6 +334,6 @@ impl Trainer {
             iteration: it,
             path: &self.run.checkpoint_path(),
         });
-        ev.check()
+        ev.check().map_err(TrainError::Report)
     }
 }
