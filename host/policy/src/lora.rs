@@ -131,6 +131,15 @@ impl CustomOp1 for FrozenMatmul {
         Ok((storage, result.shape().clone()))
     }
 
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        _storage: &candle_core::CudaStorage,
+        _layout: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        take_result_cuda(&self.result, "frozen-matmul")
+    }
+
     fn bwd(
         &self,
         _arg: &Tensor,
@@ -145,9 +154,9 @@ impl CustomOp1 for FrozenMatmul {
 /// `x Wᵀ` for a frozen `W` [out, in] and a 2-D `x` [N, in] that needs a gradient; [N, out].
 pub(crate) fn frozen_matmul(x: &Tensor, weight: &Tensor) -> Result<Tensor> {
     let weight = weight.detach();
-    if !x.device().is_cpu() {
-        // The custom op only has a CPU forward. Elsewhere a plain matmul on the detached weight is
-        // correct; it only wastes the weight-gradient product.
+    if !supports_fused_ops(x.device()) {
+        // The custom op has CPU and CUDA forwards. Elsewhere a plain matmul on the detached weight
+        // is correct; it only wastes the weight-gradient product.
         return Ok(x.matmul(&weight.t()?)?);
     }
     let result = x.detach().matmul(&weight.t()?)?.contiguous()?;
@@ -155,6 +164,36 @@ pub(crate) fn frozen_matmul(x: &Tensor, weight: &Tensor) -> Result<Tensor> {
         weight,
         result: std::sync::Mutex::new(Some(result)),
     })?)
+}
+
+/// Whether the fused ops ([`frozen_matmul`], [`lora_matmul`]) have a forward on `device`.
+pub(crate) fn supports_fused_ops(device: &candle_core::Device) -> bool {
+    device.is_cpu() || device.is_cuda()
+}
+
+/// The precomputed tensor as the op's output on CUDA (a device copy; candle's `Storage` cannot
+/// be moved out of a tensor).
+#[cfg(feature = "cuda")]
+fn take_result_cuda(
+    slot: &std::sync::Mutex<Option<Tensor>>,
+    op: &'static str,
+) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+    use candle_core::backend::BackendStorage;
+    let result = slot
+        .lock()
+        .map_err(|_| candle_core::Error::Msg(format!("{op}: poisoned lock")))?
+        .take()
+        .ok_or_else(|| candle_core::Error::Msg(format!("{op}: forward ran twice")))?
+        .contiguous()?;
+    let (storage, layout) = result.storage_and_layout();
+    match &*storage {
+        candle_core::Storage::Cuda(s) if layout.start_offset() == 0 => {
+            Ok((s.try_clone(layout)?, result.shape().clone()))
+        }
+        _ => Err(candle_core::Error::Msg(format!(
+            "{op}: the precomputed result is not a whole CUDA buffer"
+        ))),
+    }
 }
 
 /// Copy a precomputed tensor into a fresh `CpuStorage` (the forward of the fused ops).
@@ -207,6 +246,19 @@ impl CustomOp3 for LoraMatmul {
         take_result(&self.result, "lora-matmul")
     }
 
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        _: &candle_core::CudaStorage,
+        _: &Layout,
+        _: &candle_core::CudaStorage,
+        _: &Layout,
+        _: &candle_core::CudaStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        take_result_cuda(&self.result, "lora-matmul")
+    }
+
     fn bwd(
         &self,
         x: &Tensor,
@@ -226,7 +278,8 @@ impl CustomOp3 for LoraMatmul {
 }
 
 /// `x Wᵀ + scale · x Aᵀ Bᵀ` for a frozen `W` [out, in], adapters `A` [r, in], `B` [out, r] and a
-/// 2-D `x` [N, in]; [N, out]. CPU only (the caller falls back to separate ops elsewhere).
+/// 2-D `x` [N, in]; [N, out]. CPU and CUDA ([`supports_fused_ops`]; the caller falls back to
+/// separate ops elsewhere).
 pub(crate) fn lora_matmul(
     x: &Tensor,
     weight: &Tensor,

@@ -12,7 +12,7 @@ use candle_core::{D, DType, Device, Tensor};
 
 use crate::config::ModelConfig;
 use crate::device::compute_dtype;
-use crate::lora::{LoraAdapter, frozen_matmul, lora_matmul};
+use crate::lora::{LoraAdapter, frozen_matmul, lora_matmul, supports_fused_ops};
 use crate::ops::{self, RopeTables};
 use crate::{PolicyError, Result};
 
@@ -53,10 +53,10 @@ impl Linear {
             })
             .transpose()?;
         let mut y = match &adapters {
-            // Frozen base + adapters in a training graph on the CPU: one fused node.
+            // Frozen base + adapters in a training graph: one fused node (CPU and CUDA).
             Some((a, b, scale))
                 if self.frozen_base
-                    && x2.device().is_cpu()
+                    && supports_fused_ops(x2.device())
                     && (x2.track_op() || a.track_op() || b.track_op()) =>
             {
                 lora_matmul(&x2, &w, a, b, *scale)?
