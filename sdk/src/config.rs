@@ -2,8 +2,9 @@
 
 use crate::types::EnvError;
 
-/// Parse an env config: `""` (or only whitespace) means the defaults; otherwise a JSON object
-/// whose keys are the fields of `C` (unknown keys are rejected by `deny_unknown_fields`).
+/// Parse an env config: `""` (or only whitespace) and `{}` mean the defaults; otherwise a JSON
+/// object whose keys are the fields of `C` (unknown keys are rejected by `deny_unknown_fields`).
+/// Text that is not JSON is accepted only by a `C` that deserialises from a string.
 ///
 /// # Errors
 /// [`EnvError::InvalidConfig`] naming the offending field when one has the wrong type or is
@@ -15,13 +16,22 @@ where
     if json.trim().is_empty() {
         return Ok(C::default());
     }
-    let value: serde_json::Value = serde_json::from_str(json)
-        .map_err(|e| EnvError::InvalidConfig(format!("config is not valid JSON: {e}")))?;
+    let value: serde_json::Value = match serde_json::from_str(json) {
+        Ok(value) => value,
+        // A config type that is a string (e.g. `String`) takes text that is not JSON as is.
+        Err(e) => {
+            return serde_json::from_value(serde_json::Value::String(json.to_string()))
+                .map_err(|_| EnvError::InvalidConfig(format!("config is not valid JSON: {e}")));
+        }
+    };
     let serde_json::Value::Object(map) = &value else {
         return Err(EnvError::InvalidConfig(
             "config must be a JSON object".to_string(),
         ));
     };
+    if map.is_empty() {
+        return Ok(C::default());
+    }
     match serde_json::from_value::<C>(value.clone()) {
         Ok(config) => Ok(config),
         Err(whole) => {

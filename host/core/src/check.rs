@@ -230,20 +230,16 @@ mod tests {
     static RESETS: AtomicU64 = AtomicU64::new(0);
 
     impl Environment for Walk {
-        fn spec(_config: &str) -> Result<EnvSpec, EnvError> {
-            Ok(EnvSpec {
-                id: "test/Walk-v0".into(),
-                version: "0.1.0".into(),
-                description: "Walk right.".into(),
-                instruction: "Go right three times.".into(),
-                action_names: Some(vec!["Left".into(), "Right".into()]),
-                symbol_legend: None,
-                max_episode_steps: 8,
-                reward_threshold: Some(1.0),
-                default_config: "{}".into(),
-            })
+        const ID: &'static str = "test/Walk-v0";
+        /// `"leaky"` (plain text) selects the leaky variant.
+        type Config = String;
+        fn spec(_config: &String) -> EnvSpec {
+            EnvSpec::new("Go right three times.")
+                .actions(["Left", "Right"])
+                .max_steps(8)
+                .reward_threshold(1.0)
         }
-        fn new(config: &str) -> Result<Self, EnvError> {
+        fn new(config: String) -> Result<Self, EnvError> {
             Ok(Self {
                 at: 0,
                 leaky: config == "leaky",
@@ -268,18 +264,19 @@ mod tests {
                 self.at += 1;
             }
             let done = self.at >= 3;
-            Ok(StepResult {
-                observation: format!("at {}", self.at),
-                reward: if done { 1.0 } else { 0.0 },
-                terminated: done,
-                truncated: false,
-                action_is_valid: valid,
-                action_is_effective: action == "Right",
-                success: done,
-                info: vec![],
-            })
+            let observation = format!("at {}", self.at);
+            if !valid {
+                return Ok(StepResult::invalid(observation));
+            }
+            Ok(StepResult::new(observation)
+                .reward(if done { 1.0 } else { 0.0 })
+                .terminated(done)
+                .effective(action == "Right")
+                .success(done))
         }
     }
+
+    ragen_gym_sdk::export_env!(Walk);
 
     fn make(config: &'static str) -> impl FnMut() -> Result<Box<dyn Env>, EnvCallError> {
         move || Ok(Box::new(NativeEnv::<Walk>::new(config)?) as Box<dyn Env>)

@@ -2,7 +2,7 @@
 //! [`EnvCallError`], and [`NativeEnv`] for env logic linked into the host.
 
 use crate::failure::PluginFailure;
-use ragen_gym_sdk::{EnvError, EnvSpec, Environment, ResetResult, StepResult};
+use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Package, ResetResult, StepResult, adapter};
 
 /// Why a call into an environment failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -53,22 +53,22 @@ pub trait Env: Send {
 }
 
 /// Env logic linked into the host, driven through the same [`Env`] trait as sandboxed plugins.
-pub struct NativeEnv<E: Environment> {
+pub struct NativeEnv<E: Environment + Package> {
     spec: EnvSpec,
     inner: E,
 }
 
-impl<E: Environment> NativeEnv<E> {
+impl<E: Environment + Package> NativeEnv<E> {
     /// Build the env from its JSON config (`""` for defaults).
     ///
     /// # Errors
     /// [`EnvCallError::Env`] when the env rejects the config.
     pub fn new(config: &str) -> Result<Self, EnvCallError> {
-        let spec = E::spec(config).map_err(|error| EnvCallError::Env {
-            env_id: "native".into(),
+        let spec = adapter::spec::<E>(config).map_err(|error| EnvCallError::Env {
+            env_id: E::ID.into(),
             error,
         })?;
-        let inner = E::new(config).map_err(|error| EnvCallError::Env {
+        let inner = adapter::create::<E>(config).map_err(|error| EnvCallError::Env {
             env_id: spec.id.clone(),
             error,
         })?;
@@ -83,7 +83,7 @@ impl<E: Environment> NativeEnv<E> {
     }
 }
 
-impl<E: Environment + Send> Env for NativeEnv<E> {
+impl<E: Environment + Package + Send> Env for NativeEnv<E> {
     fn spec(&self) -> &EnvSpec {
         &self.spec
     }

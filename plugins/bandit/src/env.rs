@@ -71,35 +71,29 @@ fn same_name(action: &str, name: &str) -> bool {
 }
 
 impl Environment for Bandit {
-    fn spec(config: &str) -> Result<EnvSpec, EnvError> {
-        let config = BanditConfig::from_json(config)?;
+    const ID: &'static str = "ragen/Bandit-v0";
+    type Config = BanditConfig;
+
+    fn check_config(config: &BanditConfig) -> Result<(), EnvError> {
+        config.validate()
+    }
+
+    fn spec(config: &BanditConfig) -> EnvSpec {
         // Listed alphabetically, so the spec does not reveal which arm is the better one; each
         // episode's reset observation lists them in a seed-shuffled order.
         let mut names = vec![config.lo_arm_name.clone(), config.hi_arm_name.clone()];
         names.sort_by_key(|n| n.to_lowercase());
-        Ok(EnvSpec {
-            id: "ragen/Bandit-v0".to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            description: "A one-pull two-armed bandit whose arm names hint at which arm pays more \
-                          on average (RAGEN's Bandit)."
-                .to_string(),
-            instruction: format!(
-                "Pick one of two slot machines, {} or {}, to maximise your expected reward; the \
-                 names hint at how each one pays.",
-                names[0], names[1]
-            ),
-            action_names: Some(names),
-            symbol_legend: None,
-            max_episode_steps: MAX_EPISODE_STEPS,
-            reward_threshold: None,
-            default_config: serde_json::to_string(&BanditConfig::default()).map_err(|e| {
-                EnvError::Other(format!("failed to serialise the default config: {e}"))
-            })?,
-        })
+        EnvSpec::new(format!(
+            "Pick one of two slot machines, {} or {}, to maximise your expected reward; the \
+             names hint at how each one pays.",
+            names[0], names[1]
+        ))
+        .actions(names)
+        .max_steps(MAX_EPISODE_STEPS)
     }
 
-    fn new(config: &str) -> Result<Self, EnvError> {
-        Ok(Self::with_config(BanditConfig::from_json(config)?))
+    fn new(config: BanditConfig) -> Result<Self, EnvError> {
+        Ok(Self::with_config(config))
     }
 
     fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvError> {
@@ -177,6 +171,7 @@ impl Environment for Bandit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ragen_gym_sdk::adapter;
 
     fn pull(env: &mut Bandit, seed: u64, arm: &str) -> StepResult {
         env.reset(seed).unwrap();
@@ -186,7 +181,7 @@ mod tests {
     #[test]
     fn high_arm_pays_one_a_quarter_of_the_time() {
         // Binomial(20000, 0.25): mean 5000, sd sqrt(20000 * 0.25 * 0.75) = 61.2; allow 5 sd.
-        let mut env = Bandit::new("").unwrap();
+        let mut env = adapter::create::<Bandit>("").unwrap();
         let n = 20_000;
         let mut wins = 0usize;
         for seed in 0..n {
@@ -200,21 +195,21 @@ mod tests {
 
     #[test]
     fn low_arm_always_pays_its_score() {
-        let mut env = Bandit::new("").unwrap();
+        let mut env = adapter::create::<Bandit>("").unwrap();
         for seed in 0..500 {
             let r = pull(&mut env, seed, "phoenix");
             assert_eq!(r.reward, 0.1);
             assert_eq!(r.observation, "Phoenix: 0.1 points");
             assert!(!r.success && r.terminated);
         }
-        let mut paper = Bandit::new(r#"{"lo_arm_score":0.15}"#).unwrap();
+        let mut paper = adapter::create::<Bandit>(r#"{"lo_arm_score":0.15}"#).unwrap();
         assert_eq!(pull(&mut paper, 3, " PHOENIX ").reward, 0.15);
     }
 
     #[test]
     fn arm_order_is_shuffled_about_half_the_time() {
         // Binomial(4000, 0.5): sd 31.6; allow 5 sd.
-        let mut env = Bandit::new("").unwrap();
+        let mut env = adapter::create::<Bandit>("").unwrap();
         let n = 4000;
         let mut high_first = 0usize;
         for seed in 0..n {
@@ -231,7 +226,9 @@ mod tests {
 
     #[test]
     fn configured_names_and_invalid_pulls() {
-        let mut env = Bandit::new(r#"{"lo_arm_name":"Trader","hi_arm_name":"Librarian"}"#).unwrap();
+        let mut env =
+            adapter::create::<Bandit>(r#"{"lo_arm_name":"Trader","hi_arm_name":"Librarian"}"#)
+                .unwrap();
         env.reset(1).unwrap();
         let r = env.step("Dragon").unwrap();
         assert!(!r.action_is_valid && !r.terminated && r.reward == 0.0);
@@ -239,14 +236,15 @@ mod tests {
         assert!(r.action_is_valid && r.success && r.observation.starts_with("Librarian: "));
         assert!(matches!(env.step("Trader"), Err(EnvError::NotReady(_))));
         assert!(matches!(
-            Bandit::new("").unwrap().step("Dragon"),
+            adapter::create::<Bandit>("").unwrap().step("Dragon"),
             Err(EnvError::NotReady(_))
         ));
     }
 
     #[test]
     fn spec_lists_both_arms_and_one_step() {
-        let spec = Bandit::spec(r#"{"lo_arm_name":"Trader","hi_arm_name":"Librarian"}"#).unwrap();
+        let spec = adapter::spec::<Bandit>(r#"{"lo_arm_name":"Trader","hi_arm_name":"Librarian"}"#)
+            .unwrap();
         assert_eq!(spec.id, "ragen/Bandit-v0");
         assert_eq!(spec.max_episode_steps, 1);
         assert_eq!(spec.action_names.unwrap(), ["Librarian", "Trader"]);
@@ -261,7 +259,7 @@ mod tests {
         fn same_seed_and_action_give_the_same_episode(seed: u64, arm in 0usize..3) {
             let names = ["Phoenix", "Dragon", "Unicorn"];
             let run = || {
-                let mut env = Bandit::new("").unwrap();
+                let mut env = adapter::create::<Bandit>("").unwrap();
                 (format!("{:?}", env.reset(seed)), format!("{:?}", env.step(names[arm])))
             };
             proptest::prop_assert_eq!(run(), run());

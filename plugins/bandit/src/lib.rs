@@ -6,10 +6,10 @@
 //! are configurable ([`BanditConfig`]).
 //!
 //! ```
-//! use ragen_gym_sdk::Environment;
+//! use ragen_gym_sdk::{Environment, adapter};
 //! use ragen_bandit::Bandit;
 //!
-//! let mut env = Bandit::new("").unwrap();
+//! let mut env = adapter::create::<Bandit>("").unwrap();
 //! env.reset(0).unwrap();
 //! let step = env.step("Dragon").unwrap();
 //! assert!(step.success && step.terminated);
@@ -24,7 +24,4 @@ pub mod text;
 pub use config::BanditConfig;
 pub use env::Bandit;
 
-ragen_gym_sdk::export_env!(
-    Bandit,
-    r#"{"id":"ragen/Bandit-v0","version":"0.1.0","interface_version":"0.1.0","kind":"environment","description":"RAGEN's two-armed bandit: one pull between a safe arm and a risky arm with the higher mean.","capabilities":{},"limits":{}}"#
-);
+ragen_gym_sdk::export_env!(Bandit);

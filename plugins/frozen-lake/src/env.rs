@@ -10,7 +10,7 @@
 //! Randomness: the map comes from `ChaCha8Rng::seed_from_u64(seed)` and the slips from the same
 //! seed on ChaCha stream 1, so a seed fixes both (as RAGEN's `reset(seed)` does).
 
-use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult, Symbol};
+use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -110,35 +110,22 @@ impl FrozenLake {
 }
 
 impl Environment for FrozenLake {
-    fn spec(config: &str) -> Result<EnvSpec, EnvError> {
-        FrozenLakeConfig::from_json(config)?;
-        Ok(EnvSpec {
-            id: "ragen/FrozenLake-v0".to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            description: "Cross a randomly generated slippery frozen lake to the goal without \
-                          falling into a hole (RAGEN's FrozenLake)."
-                .to_string(),
-            instruction: INSTRUCTION.to_string(),
-            action_names: Some(ACTION_NAMES.iter().map(|s| s.to_string()).collect()),
-            symbol_legend: Some(
-                LEGEND
-                    .iter()
-                    .map(|(s, m)| Symbol {
-                        symbol: s.to_string(),
-                        meaning: m.to_string(),
-                    })
-                    .collect(),
-            ),
-            max_episode_steps: MAX_EPISODE_STEPS,
-            reward_threshold: None,
-            default_config: serde_json::to_string(&FrozenLakeConfig::default()).map_err(|e| {
-                EnvError::Other(format!("failed to serialise the default config: {e}"))
-            })?,
-        })
+    const ID: &'static str = "ragen/FrozenLake-v0";
+    type Config = FrozenLakeConfig;
+
+    fn check_config(config: &FrozenLakeConfig) -> Result<(), EnvError> {
+        config.validate()
     }
 
-    fn new(config: &str) -> Result<Self, EnvError> {
-        Ok(Self::with_config(FrozenLakeConfig::from_json(config)?))
+    fn spec(_config: &FrozenLakeConfig) -> EnvSpec {
+        EnvSpec::new(INSTRUCTION)
+            .actions(ACTION_NAMES)
+            .legend(LEGEND.iter().copied())
+            .max_steps(MAX_EPISODE_STEPS)
+    }
+
+    fn new(config: FrozenLakeConfig) -> Result<Self, EnvError> {
+        Ok(Self::with_config(config))
     }
 
     fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvError> {
@@ -223,6 +210,7 @@ impl Environment for FrozenLake {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ragen_gym_sdk::adapter;
 
     fn env_on(cells: &str, start: usize, slippery: bool) -> FrozenLake {
         let cells: Vec<Cell> = cells
@@ -330,7 +318,7 @@ mod tests {
 
     #[test]
     fn reset_renders_the_start_and_same_seed_same_map() {
-        let mut env = FrozenLake::new("").unwrap();
+        let mut env = adapter::create::<FrozenLake>("").unwrap();
         let a = env.reset(9).unwrap().observation;
         assert_eq!(a, env.reset(9).unwrap().observation);
         assert_eq!(a.matches('P').count(), 1);
@@ -343,7 +331,7 @@ mod tests {
 
     #[test]
     fn spec_lists_ragen_actions_and_symbols() {
-        let spec = FrozenLake::spec("").unwrap();
+        let spec = adapter::spec::<FrozenLake>("").unwrap();
         assert_eq!(spec.id, "ragen/FrozenLake-v0");
         assert_eq!(spec.action_names.unwrap(), ["Left", "Down", "Right", "Up"]);
         assert_eq!(spec.max_episode_steps, 10);
@@ -365,7 +353,7 @@ mod tests {
         fn same_seed_and_actions_give_the_same_episode(seed in 0u64..1_000_000, actions in proptest::collection::vec(0usize..5, 0..12)) {
             let names = ["Left", "Down", "Right", "Up", "Stay"];
             let run = || {
-                let mut env = FrozenLake::new("").unwrap();
+                let mut env = adapter::create::<FrozenLake>("").unwrap();
                 let mut trace = vec![format!("{:?}", env.reset(seed).unwrap())];
                 for &a in &actions {
                     trace.push(format!("{:?}", env.step(names[a])));

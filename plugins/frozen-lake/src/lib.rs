@@ -8,10 +8,10 @@
 //! `Right`, `Up`; symbols `P _ O G X √`.
 //!
 //! ```
-//! use ragen_gym_sdk::Environment;
+//! use ragen_gym_sdk::{Environment, adapter};
 //! use ragen_frozen_lake::FrozenLake;
 //!
-//! let mut env = FrozenLake::new(r#"{"is_slippery": false}"#).unwrap();
+//! let mut env = adapter::create::<FrozenLake>(r#"{"is_slippery": false}"#).unwrap();
 //! let first = env.reset(7).unwrap();
 //! assert_eq!(first.observation.lines().count(), 4);
 //! assert!(env.step("Down").unwrap().action_is_valid);
@@ -27,7 +27,4 @@ pub use config::FrozenLakeConfig;
 pub use env::FrozenLake;
 pub use map::{Cell, LakeMap};
 
-ragen_gym_sdk::export_env!(
-    FrozenLake,
-    r#"{"id":"ragen/FrozenLake-v0","version":"0.1.0","interface_version":"0.1.0","kind":"environment","description":"RAGEN's FrozenLake: reach the goal on a slippery random lake without falling into a hole.","capabilities":{},"limits":{}}"#
-);
+ragen_gym_sdk::export_env!(FrozenLake);

@@ -6,7 +6,7 @@
 //! solved in k moves returns 11 - 0.1k. The episode terminates when solved and is truncated
 //! after `max_steps` steps.
 
-use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult, Symbol};
+use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
 
 use crate::config::SokobanConfig;
 use crate::generator::{self, MAX_SEED_ATTEMPTS};
@@ -69,40 +69,22 @@ impl Sokoban {
 }
 
 impl Environment for Sokoban {
-    fn spec(config: &str) -> Result<EnvSpec, EnvError> {
-        let config = SokobanConfig::from_json(config)?;
-        Ok(EnvSpec {
-            id: "ragen/Sokoban-v0".to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            description: "Push every box onto a target in a procedurally generated Sokoban room \
-                          (RAGEN's Sokoban)."
-                .to_string(),
-            instruction: INSTRUCTION.to_string(),
-            action_names: Some(
-                Direction::ALL
-                    .iter()
-                    .map(|d| d.name().to_string())
-                    .collect(),
-            ),
-            symbol_legend: Some(
-                legend(config.grid_vocab)
-                    .into_iter()
-                    .map(|(s, m)| Symbol {
-                        symbol: s.to_string(),
-                        meaning: m.to_string(),
-                    })
-                    .collect(),
-            ),
-            max_episode_steps: MAX_EPISODE_STEPS,
-            reward_threshold: None,
-            default_config: serde_json::to_string(&SokobanConfig::default()).map_err(|e| {
-                EnvError::Other(format!("failed to serialise the default config: {e}"))
-            })?,
-        })
+    const ID: &'static str = "ragen/Sokoban-v0";
+    type Config = SokobanConfig;
+
+    fn check_config(config: &SokobanConfig) -> Result<(), EnvError> {
+        config.validate()
     }
 
-    fn new(config: &str) -> Result<Self, EnvError> {
-        Ok(Self::with_config(SokobanConfig::from_json(config)?))
+    fn spec(config: &SokobanConfig) -> EnvSpec {
+        EnvSpec::new(INSTRUCTION)
+            .actions(Direction::ALL.iter().map(|d| d.name()))
+            .legend(legend(config.grid_vocab))
+            .max_steps(MAX_EPISODE_STEPS)
+    }
+
+    fn new(config: SokobanConfig) -> Result<Self, EnvError> {
+        Ok(Self::with_config(config))
     }
 
     fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvError> {
@@ -194,6 +176,7 @@ mod tests {
     use super::*;
     use crate::config::GridVocab;
     use crate::solver::shortest_solution;
+    use ragen_gym_sdk::adapter;
 
     fn env_at(text: &str) -> Sokoban {
         let level = Level::parse(text, GridVocab::Standard).unwrap();
@@ -256,7 +239,7 @@ mod tests {
 
     #[test]
     fn a_generated_level_solved_in_k_moves_returns_11_minus_k_tenths() {
-        let mut env = Sokoban::new("").unwrap();
+        let mut env = adapter::create::<Sokoban>("").unwrap();
         for seed in [0, 1, 2, 3, 42] {
             env.reset(seed).unwrap();
             let plan = shortest_solution(env.level().unwrap(), 1_000_000).unwrap();
@@ -287,21 +270,21 @@ mod tests {
 
     #[test]
     fn invalid_action_changes_nothing() {
-        let mut env = Sokoban::new("").unwrap();
+        let mut env = adapter::create::<Sokoban>("").unwrap();
         let first = env.reset(11).unwrap().observation;
         let r = env.step("jump").unwrap();
         assert!(!r.action_is_valid && !r.action_is_effective);
         assert_eq!(r.reward, 0.0);
         assert_eq!(r.observation, first);
         assert!(matches!(
-            Sokoban::new("").unwrap().step("Up"),
+            adapter::create::<Sokoban>("").unwrap().step("Up"),
             Err(EnvError::NotReady(_))
         ));
     }
 
     #[test]
     fn spec_follows_the_config() {
-        let spec = Sokoban::spec("").unwrap();
+        let spec = adapter::spec::<Sokoban>("").unwrap();
         assert_eq!(spec.id, "ragen/Sokoban-v0");
         assert_eq!(spec.max_episode_steps, 10);
         assert_eq!(spec.action_names.unwrap(), ["Up", "Down", "Left", "Right"]);
@@ -312,7 +295,7 @@ mod tests {
             .map(|s| s.symbol.clone())
             .collect();
         assert_eq!(legend, "#_O\u{221a}XPS");
-        let alt = Sokoban::spec(r#"{"grid_vocab":"alternate"}"#).unwrap();
+        let alt = adapter::spec::<Sokoban>(r#"{"grid_vocab":"alternate"}"#).unwrap();
         let legend: String = alt
             .symbol_legend
             .unwrap()
@@ -325,13 +308,14 @@ mod tests {
             SokobanConfig::default()
         );
         assert!(
-            matches!(Sokoban::spec(r#"{"boxes":2}"#), Err(EnvError::InvalidConfig(m)) if m.contains("boxes"))
+            matches!(adapter::spec::<Sokoban>(r#"{"boxes":2}"#), Err(EnvError::InvalidConfig(m)) if m.contains("boxes"))
         );
     }
 
     #[test]
     fn alternate_vocab_renders_the_observation() {
-        let mut env = Sokoban::new(r#"{"grid_vocab":"alternate","search_depth":30}"#).unwrap();
+        let mut env =
+            adapter::create::<Sokoban>(r#"{"grid_vocab":"alternate","search_depth":30}"#).unwrap();
         let obs = env.reset(3).unwrap().observation;
         assert!(obs.chars().all(|c| "W.GCBA@\n".contains(c)), "{obs}");
         assert_eq!(obs.lines().count(), 6);
@@ -342,7 +326,7 @@ mod tests {
         fn same_seed_and_actions_give_the_same_episode(seed in 0u64..1_000_000, actions in proptest::collection::vec(0usize..5, 0..20)) {
             let names = ["Up", "Down", "Left", "Right", "Wait"];
             let run = || {
-                let mut env = Sokoban::new("").unwrap();
+                let mut env = adapter::create::<Sokoban>("").unwrap();
                 let mut trace = vec![format!("{:?}", env.reset(seed).unwrap())];
                 for &a in &actions {
                     trace.push(format!("{:?}", env.step(names[a])));

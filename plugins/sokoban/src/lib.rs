@@ -11,10 +11,10 @@
 //! `{"search_depth":30,"grid_vocab":"alternate"}` is `SokobanDifferentGridVocab`.
 //!
 //! ```
-//! use ragen_gym_sdk::Environment;
+//! use ragen_gym_sdk::{Environment, adapter};
 //! use ragen_sokoban::Sokoban;
 //!
-//! let mut env = Sokoban::new("").unwrap();
+//! let mut env = adapter::create::<Sokoban>("").unwrap();
 //! let first = env.reset(42).unwrap();
 //! assert_eq!(first.observation.lines().count(), 6);
 //! let step = env.step("Up").unwrap();
@@ -35,7 +35,4 @@ pub use env::Sokoban;
 pub use generator::{Generated, generate};
 pub use level::{Direction, Level, MoveOutcome, Tile};
 
-ragen_gym_sdk::export_env!(
-    Sokoban,
-    r#"{"id":"ragen/Sokoban-v0","version":"0.1.0","interface_version":"0.1.0","kind":"environment","description":"RAGEN's Sokoban: push every box onto a target in a generated room.","capabilities":{},"limits":{}}"#
-);
+ragen_gym_sdk::export_env!(Sokoban);

@@ -70,6 +70,16 @@ impl BridgeConfig {
             serde_json::from_str(config)
                 .map_err(|e| EnvError::InvalidConfig(format!("webshop-bridge config: {e}")))?
         };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Check the `server` and `max_turns` fields.
+    ///
+    /// # Errors
+    /// [`EnvError::InvalidConfig`] naming the bad field.
+    pub fn validate(&self) -> Result<(), EnvError> {
+        let c = self;
         let (host, port) = c.server.rsplit_once(':').ok_or_else(|| {
             EnvError::InvalidConfig(format!("field `server`: `{}` is not HOST:PORT", c.server))
         })?;
@@ -85,7 +95,7 @@ impl BridgeConfig {
                 c.max_turns
             )));
         }
-        Ok(c)
+        Ok(())
     }
 
     /// `http://HOST:PORT`.

@@ -1,7 +1,9 @@
 //! The WebShop bridge env: RAGEN-style agent-facing behaviour (RAGEN `ragen/env/webshop/env.py`)
 //! on top of an AgentGym WebShop server.
 
-use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
+use ragen_gym_sdk::{
+    Capabilities, EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult,
+};
 
 use crate::config::BridgeConfig;
 use crate::protocol::{AgentGymClient, AvailableActions, CallError, Transport};
@@ -82,9 +84,16 @@ impl<T: Transport> WebShopBridge<T> {
     /// # Errors
     /// [`EnvError::InvalidConfig`] for a bad config.
     pub fn with_transport(config: &str, transport: T) -> Result<Self, EnvError> {
-        let config = BridgeConfig::from_json(config)?;
+        Ok(Self::with_config(
+            BridgeConfig::from_json(config)?,
+            transport,
+        ))
+    }
+
+    /// A bridge with a checked config and an explicit transport.
+    pub fn with_config(config: BridgeConfig, transport: T) -> Self {
         let client = AgentGymClient::new(transport, config.base_url());
-        Ok(Self {
+        Self {
             config,
             client,
             env_idx: None,
@@ -93,7 +102,7 @@ impl<T: Transport> WebShopBridge<T> {
             available: AvailableActions::default(),
             steps: 0,
             over: true,
-        })
+        }
     }
 
     /// The config in use.
@@ -247,35 +256,36 @@ impl<T: Transport> Drop for WebShopBridge<T> {
     }
 }
 
-/// Describe the env for a config.
+/// Describe the env for a config, as the component does.
 ///
 /// # Errors
 /// [`EnvError::InvalidConfig`] for a bad config.
 pub fn spec_for(config: &str) -> Result<EnvSpec, EnvError> {
-    let c = BridgeConfig::from_json(config)?;
-    Ok(EnvSpec {
-        id: "ragen/WebShop-v0".to_string(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        description:
-            "WebShop through an AgentGym-protocol server reached over the host's gated HTTP import."
-                .to_string(),
-        instruction: INSTRUCTION.to_string(),
-        action_names: None,
-        symbol_legend: None,
-        max_episode_steps: c.max_turns,
-        reward_threshold: Some(1.0),
-        default_config: serde_json::to_string(&BridgeConfig::default())
-            .map_err(|e| EnvError::Other(format!("failed to serialise the default config: {e}")))?,
-    })
+    ragen_gym_sdk::adapter::spec::<WebShopBridge<crate::guest::GuestHttp>>(config)
 }
 
 impl<T: Transport + Default + 'static> Environment for WebShopBridge<T> {
-    fn spec(config: &str) -> Result<EnvSpec, EnvError> {
-        spec_for(config)
+    const ID: &'static str = "ragen/WebShop-v0";
+    const CAPABILITIES: Capabilities = Capabilities::http(&[
+        "127.0.0.1:3000",
+        "localhost:3000",
+        "127.0.0.1:36001",
+        "localhost:36001",
+    ]);
+    type Config = BridgeConfig;
+
+    fn check_config(config: &BridgeConfig) -> Result<(), EnvError> {
+        config.validate()
     }
 
-    fn new(config: &str) -> Result<Self, EnvError> {
-        Self::with_transport(config, T::default())
+    fn spec(config: &BridgeConfig) -> EnvSpec {
+        EnvSpec::new(INSTRUCTION)
+            .max_steps(config.max_turns)
+            .reward_threshold(1.0)
+    }
+
+    fn new(config: BridgeConfig) -> Result<Self, EnvError> {
+        Ok(Self::with_config(config, T::default()))
     }
 
     fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvError> {
@@ -501,7 +511,9 @@ mod tests {
             15
         );
         // The default server must be declared in the manifest, or every call would be denied.
-        let m: serde_json::Value = serde_json::from_str(crate::MANIFEST).unwrap();
+        let manifest =
+            ragen_gym_sdk::manifest::ManifestParts::env::<WebShopBridge<crate::guest::GuestHttp>>();
+        let m: serde_json::Value = serde_json::from_str(&manifest.json()).unwrap();
         let declared = m["capabilities"]["http"].as_array().unwrap();
         assert!(declared.contains(&serde_json::Value::from(BridgeConfig::default().server)));
     }

@@ -1,6 +1,7 @@
-//! The wasm transport: the host's capability-gated `ragen:gym/http` import.
+//! The plugin's transport: the host's capability-gated `ragen:gym/http` import (refused in a
+//! native build, where tests use their own transport).
 
-use ragen_gym_sdk::http::{HttpError, Request, fetch};
+use ragen_gym_sdk::http::{Request, fetch};
 
 use crate::protocol::Transport;
 
@@ -17,13 +18,8 @@ impl Transport for GuestHttp {
             headers: vec![("content-type".to_string(), "application/json".to_string())],
             body: body.as_bytes().to_vec(),
         };
-        match fetch(&request) {
-            Ok(r) => Ok((r.status, String::from_utf8_lossy(&r.body).into_owned())),
-            Err(HttpError::Denied(m)) => Err(format!("denied by the host: {m}")),
-            Err(HttpError::InvalidRequest(m)) => Err(format!("invalid request: {m}")),
-            Err(HttpError::Timeout) => Err("timed out".to_string()),
-            Err(HttpError::TooLarge) => Err("response too large".to_string()),
-            Err(HttpError::Transport(m)) => Err(format!("transport error: {m}")),
-        }
+        fetch(&request)
+            .map(|r| (r.status, String::from_utf8_lossy(&r.body).into_owned()))
+            .map_err(|e| e.to_string())
     }
 }

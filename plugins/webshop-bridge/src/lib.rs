@@ -4,7 +4,7 @@
 //! server that speaks the AgentGym env-server protocol (`/create`, `/reset`, `/step`,
 //! `/available_actions`; AgentGym `agentenv_webshop/server.py`): `ragen-gym webshop serve` or
 //! AgentGym's `agentenv-webshop`. It reaches the server only through the host's `ragen:gym/http`
-//! import, which the manifest declares for `127.0.0.1:3000`, `localhost:3000`, `127.0.0.1:36001`
+//! import, which it declares (`Environment::CAPABILITIES`) for `127.0.0.1:3000`, `localhost:3000`, `127.0.0.1:36001`
 //! and `localhost:36001` and the user must grant (`--allow-host 127.0.0.1:3000`).
 //!
 //! Agent-facing behaviour follows RAGEN's small WebShop setting: the simple-mode observation
@@ -31,7 +31,6 @@ pub mod config;
 pub mod env;
 #[cfg(test)]
 mod fuzz_tests;
-#[cfg(target_arch = "wasm32")]
 pub mod guest;
 pub mod protocol;
 
@@ -41,8 +40,4 @@ pub use env::{
 };
 pub use protocol::{AgentGymClient, AvailableActions, StepReply, Transport};
 
-/// The manifest embedded in the component (`ragen:plugin` section).
-pub const MANIFEST: &str = r#"{"id":"ragen/WebShop-v0","version":"0.1.0","interface_version":"0.1.0","kind":"environment","description":"WebShop through an AgentGym-protocol server (ragen-gym webshop serve, or AgentGym agentenv-webshop) reached over the host's gated HTTP import.","capabilities":{"http":["127.0.0.1:3000","localhost:3000","127.0.0.1:36001","localhost:36001"]},"limits":{}}"#;
-
-#[cfg(target_arch = "wasm32")]
-ragen_gym_sdk::export_env!(WebShopBridge<guest::GuestHttp>, MANIFEST);
+ragen_gym_sdk::export_env!(WebShopBridge<guest::GuestHttp>);
