@@ -391,6 +391,7 @@ fn reward_function_plugin_scores_under_limits() {
         action_is_effective: true,
         format_penalty: false,
         info: vec![],
+        steps: vec![],
     };
     let traj = Trajectory {
         env_id: "ragen/Sokoban-v0".into(),

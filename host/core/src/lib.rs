@@ -6,7 +6,8 @@
 //!   `WasmEnv` and by [`NativeEnv`]), with its counters [`EnvStats`] and its error
 //!   [`EnvCallError`];
 //! - [`PluginFailure`], a typed trap or broken sandbox rule, with the plugin's identity;
-//! - [`Trajectory`] and [`Turn`], what a rollout records;
+//! - [`Trajectory`], [`Turn`] and [`Step`], what a rollout records, and
+//!   [`replay_trajectory`], which re-runs one against an env and finds the first difference;
 //! - [`RewardFunction`], what scores a trajectory;
 //! - the plugin [`Manifest`] and the interface version rule ([`version`]);
 //! - [`check_env`], the conformance checker every plugin runs through.
@@ -17,15 +18,18 @@
 
 #![deny(missing_docs)]
 
+pub mod cache;
 pub mod check;
 pub mod env;
 pub mod failure;
 pub mod manifest;
+pub mod replay;
 pub mod reward;
 pub mod rng;
 pub mod trajectory;
 pub mod version;
 
+pub use cache::cache_root;
 pub use check::{CheckReport, check_env};
 pub use env::{Env, EnvCallError, EnvStats, NativeEnv};
 pub use failure::{PluginFailure, PluginFailureKind};
@@ -35,5 +39,6 @@ pub use ragen_gym_sdk::{
 };
 pub use reward::{RewardError, RewardFunction};
 pub use rng::splitmix64;
-pub use trajectory::{Trajectory, Turn};
+pub use replay::{Divergence, replay_trajectory};
+pub use trajectory::{Step, Trajectory, Turn};
 pub use version::{INTERFACE_VERSION, InterfaceMismatch, check_interface_version};

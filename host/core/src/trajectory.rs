@@ -3,8 +3,18 @@
 //! (`wit/types.wit`) plus RAGEN's per-env status (`ragen/llm_agent/es_manager.py`, `EnvStatus`).
 //! [`From`] gives the WIT form handed to reward-function plugins.
 
-use ragen_gym_sdk::Metric;
+use ragen_gym_sdk::{Metric, StepResult};
 use serde::{Deserialize, Serialize};
+
+/// One env step: the action sent and what the env returned, or the error that ended the
+/// trajectory. What `ragen-gym replay` checks, step by step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// The action (canonical name).
+    pub action: String,
+    /// The env's result, or the error message.
+    pub outcome: Result<StepResult, String>,
+}
 
 /// One turn of a trajectory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +42,9 @@ pub struct Turn {
     pub format_penalty: bool,
     /// Env diagnostics of the turn's last step.
     pub info: Vec<Metric>,
+    /// Every env step of the turn, in order (empty in files written before step records).
+    #[serde(default)]
+    pub steps: Vec<Step>,
 }
 
 /// One finished trajectory.
@@ -134,6 +147,7 @@ mod tests {
             action_is_effective: false,
             format_penalty: !valid,
             info: vec![Metric::new("boxes_on_target", 1.0)],
+            steps: Vec::new(),
         }
     }
 

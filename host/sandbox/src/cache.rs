@@ -12,11 +12,7 @@ use wasmtime::component::Component;
 /// `$RAGEN_GYM_CACHE/compiled`, else `~/.cache/ragen-gym/compiled`: the default
 /// [`crate::SandboxConfig::cache_dir`].
 pub fn default_cache_dir() -> Option<PathBuf> {
-    let base = match std::env::var_os("RAGEN_GYM_CACHE") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(std::env::var_os("HOME")?).join(".cache/ragen-gym"),
-    };
-    Some(base.join("compiled"))
+    Some(ragen_gym_core::cache_root()?.join("compiled"))
 }
 
 pub(crate) struct CompileCache {

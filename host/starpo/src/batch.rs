@@ -272,6 +272,7 @@ mod tests {
             action_is_effective: true,
             format_penalty: false,
             info: vec![],
+            steps: vec![],
         }
     }
 

@@ -63,4 +63,4 @@ pub use run_dir::{RunDir, RunInfo, TrainerState};
 #[cfg(feature = "trainer")]
 pub use trainer::{TrainSetup, Trainer};
 #[cfg(feature = "trainer")]
-pub use validate::{EvalResult, evaluate};
+pub use validate::{EvalResult, evaluate, evaluate_with};

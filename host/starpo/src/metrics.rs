@@ -115,6 +115,7 @@ mod tests {
             action_is_effective: eff,
             format_penalty: !valid,
             info: vec![],
+            steps: vec![],
         }
     }
 

@@ -194,6 +194,7 @@ mod tests {
             action_is_effective: true,
             format_penalty: false,
             info: vec![],
+            steps: vec![],
         };
         Trajectory {
             env_id: "t/X-v0".into(),

@@ -11,7 +11,7 @@ use crate::prompt::{
     forced_prefix, map_actions, parse_response, turn_views,
 };
 use crate::seeds::generation_call_seed;
-use ragen_gym_core::{Env, EnvCallError, EnvSpec, Trajectory, Turn};
+use ragen_gym_core::{Env, EnvCallError, EnvSpec, Step, Trajectory, Turn};
 
 /// Settings of one generation call.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -387,11 +387,16 @@ pub fn rollout(
                 action_is_effective: false,
                 format_penalty: bad_format,
                 info: Vec::new(),
+                steps: Vec::new(),
             };
             for a in valid.into_iter().take(budget) {
                 match env.step(&a) {
                     Ok(r) => {
                         ep.num_actions += 1;
+                        t.steps.push(Step {
+                            action: a.clone(),
+                            outcome: Ok(r.clone()),
+                        });
                         t.actions.push(a);
                         t.env_reward += r.reward;
                         t.action_is_effective |= r.action_is_effective;
@@ -409,6 +414,10 @@ pub fn rollout(
                         }
                     }
                     Err(e) => {
+                        t.steps.push(Step {
+                            action: a,
+                            outcome: Err(e.to_string()),
+                        });
                         ep.end(format!("step failed: {e}"));
                         break;
                     }
@@ -598,6 +607,16 @@ mod tests {
             assert_eq!(x.num_actions, 2);
             assert_eq!(x.turns.len(), 1);
             assert_eq!(x.turns[0].actions, vec!["Inc", "Inc"]);
+            // every step is recorded with the env's result (what `replay` checks)
+            let steps: Vec<(&str, f64, bool)> = x.turns[0]
+                .steps
+                .iter()
+                .map(|s| {
+                    let r = s.outcome.as_ref().unwrap();
+                    (s.action.as_str(), r.reward, r.terminated)
+                })
+                .collect();
+            assert_eq!(steps, vec![("Inc", 1.0, false), ("Inc", 1.0, true)]);
             assert!(x.success && x.terminated && !x.truncated);
             assert_eq!(x.score(), 2.0);
             assert_eq!(
@@ -716,6 +735,10 @@ mod tests {
                 .contains("panicked: unreachable")
         );
         assert!(!t[0].success && t[0].truncated);
+        // the failed step is recorded with its error
+        let failed = &t[0].turns[0].steps[0];
+        assert_eq!(failed.action, "Inc");
+        assert!(failed.outcome.as_ref().unwrap_err().contains("panicked"));
         assert!(t[1].success && t[1].end_reason.is_none());
         assert_eq!(t[1].turns.len(), 2);
     }

@@ -6,7 +6,8 @@ use crate::batch::build_sample;
 use crate::config::Config;
 use crate::metrics::{Metrics, rollout_metrics};
 use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer};
-use crate::rollout::{EnvPool, RolloutError, RolloutParams, rollout};
+use crate::prompt::TokenTrace;
+use crate::rollout::{EnvPool, Generator, RolloutError, RolloutParams, rollout};
 use crate::seeds::group_seeds;
 use ragen_gym_core::Trajectory;
 use ragen_gym_policy as pol;
@@ -26,6 +27,46 @@ pub struct EvalResult {
     pub trajectories: Vec<Trajectory>,
 }
 
+/// Run the validation protocol with any [`Generator`] (a candle model, an API model) on `pool`
+/// (at least `cfg.val_batch_size()` envs), with rollout settings `p` (from
+/// [`RolloutParams::from_config`] at `rollout.val_temperature`, possibly adjusted by the caller).
+/// The result's metrics are the rollout's `val-env/*` metrics.
+pub fn evaluate_with(
+    cfg: &Config,
+    generator: &mut dyn Generator,
+    p: &RolloutParams,
+    pool: &mut EnvPool,
+    on_progress: &mut dyn FnMut(usize),
+) -> Result<EvalResult, RolloutError> {
+    run_protocol(cfg, generator, p, pool, on_progress).map(|(r, _)| r)
+}
+
+/// The protocol's rollout and metrics, with the token traces of constrained decoding.
+fn run_protocol(
+    cfg: &Config,
+    generator: &mut dyn Generator,
+    p: &RolloutParams,
+    pool: &mut EnvPool,
+    on_progress: &mut dyn FnMut(usize),
+) -> Result<(EvalResult, Vec<Vec<TokenTrace>>), RolloutError> {
+    let v = cfg.es_manager.val;
+    let seeds = group_seeds(cfg.seed.val, v.env_groups, v.group_size);
+    let out = rollout(pool, &seeds, generator, p, &mut |pr| on_progress(pr.generated))?;
+    let (trajs, traces) = (out.trajectories, out.traces);
+    let metrics = rollout_metrics("val-env", &trajs, v.group_size);
+    let episodes = trajs.len();
+    let success_rate = trajs.iter().filter(|t| t.success).count() as f64 / episodes.max(1) as f64;
+    let mean_return = trajs.iter().map(Trajectory::score).sum::<f64>() / episodes.max(1) as f64;
+    let r = EvalResult {
+        episodes,
+        success_rate,
+        mean_return,
+        metrics,
+        trajectories: trajs,
+    };
+    Ok((r, traces))
+}
+
 /// Run the validation protocol with `model` on `pool` (at least `cfg.val_batch_size()` envs),
 /// decoding under `constraint` when the run has one ([`crate::constraint::action_constraint`]).
 /// `on_progress` gets the prompts sampled so far in the current turn.
@@ -38,35 +79,21 @@ pub fn evaluate(
     sampler_seed: u64,
     on_progress: &mut dyn FnMut(usize),
 ) -> Result<EvalResult, RolloutError> {
-    let v = cfg.es_manager.val;
-    let seeds = group_seeds(cfg.seed.val, v.env_groups, v.group_size);
     let p = RolloutParams::from_config(cfg, pool.spec(), cfg.rollout.val_temperature, sampler_seed);
     let mut generator = PolicyGenerator {
         model: model.detached(),
         tokenizer: PolicyTokenizer(tokenizer),
         constraint,
     };
-    let out = rollout(pool, &seeds, &mut generator, &p, &mut |pr| {
-        on_progress(pr.generated)
-    })?;
-    let (trajs, traces) = (out.trajectories, out.traces);
-    let mut metrics = rollout_metrics("val-env", &trajs, v.group_size);
+    let (mut r, traces) = run_protocol(cfg, &mut generator, &p, pool, on_progress)?;
     let tok = PolicyTokenizer(tokenizer);
     let mut lens = Vec::new();
-    for (i, (t, tr)) in trajs.iter().zip(&traces).enumerate() {
+    for (i, (t, tr)) in r.trajectories.iter().zip(&traces).enumerate() {
         if let Some(s) = build_sample(&tok, &p.prompt, t, tr, i, t.score(), false)? {
             lens.push(s.response_tokens() as f64);
         }
     }
-    metrics.insert("val-env/response_length".into(), crate::stats::mean(&lens));
-    let episodes = trajs.len();
-    let success_rate = trajs.iter().filter(|t| t.success).count() as f64 / episodes.max(1) as f64;
-    let mean_return = trajs.iter().map(Trajectory::score).sum::<f64>() / episodes.max(1) as f64;
-    Ok(EvalResult {
-        episodes,
-        success_rate,
-        mean_return,
-        metrics,
-        trajectories: trajs,
-    })
+    r.metrics
+        .insert("val-env/response_length".into(), crate::stats::mean(&lens));
+    Ok(r)
 }

@@ -1,0 +1,363 @@
+//! Env-side replay: re-run a recorded [`Trajectory`] against an env (same config, same plugin)
+//! from its seed and its actions, and check every observation, reward and flag the env returns
+//! against the record. Envs are deterministic given the reset seed (`docs/architecture.md`,
+//! sandbox rules), so the first difference means the plugin, its config or its inputs differ
+//! from the recorded run — or the env is not deterministic.
+
+use crate::env::Env;
+use crate::trajectory::{Step, Trajectory};
+use ragen_gym_sdk::{Metric, StepResult};
+
+/// The first place where the replayed env disagrees with the record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Divergence {
+    /// Turn index (0-based); `None` for the reset and for the final state.
+    pub turn: Option<usize>,
+    /// Step index within the turn (0-based), when the difference is in a step's result.
+    pub step: Option<usize>,
+    /// The action of that step.
+    pub action: Option<String>,
+    /// What differs: `reset`, `observation`, `reward`, `terminated`, `truncated`,
+    /// `action_is_valid`, `action_is_effective`, `success`, `info`, `outcome` (one side
+    /// failed), `turn observation`, `turn env_reward`, `final observation`.
+    pub field: &'static str,
+    /// The recorded value, rendered as text.
+    pub recorded: String,
+    /// The replayed value, rendered as text.
+    pub replayed: String,
+}
+
+/// What a successful replay covered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplaySummary {
+    /// Turns replayed.
+    pub turns: usize,
+    /// Env steps replayed and checked.
+    pub steps: usize,
+}
+
+fn info_text(info: &[Metric]) -> String {
+    info.iter()
+        .map(|m| format!("{} = {:?}\n", m.name, m.value))
+        .collect()
+}
+
+fn same_f64(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
+/// The first field of two step results that differs, as (field, recorded, replayed).
+fn step_difference(rec: &StepResult, got: &StepResult) -> Option<(&'static str, String, String)> {
+    let flag = |name, a: bool, b: bool| (a != b).then(|| (name, a.to_string(), b.to_string()));
+    if rec.observation != got.observation {
+        return Some((
+            "observation",
+            rec.observation.clone(),
+            got.observation.clone(),
+        ));
+    }
+    if !same_f64(rec.reward, got.reward) {
+        return Some(("reward", format!("{:?}", rec.reward), format!("{:?}", got.reward)));
+    }
+    flag("terminated", rec.terminated, got.terminated)
+        .or_else(|| flag("truncated", rec.truncated, got.truncated))
+        .or_else(|| flag("action_is_valid", rec.action_is_valid, got.action_is_valid))
+        .or_else(|| {
+            flag(
+                "action_is_effective",
+                rec.action_is_effective,
+                got.action_is_effective,
+            )
+        })
+        .or_else(|| flag("success", rec.success, got.success))
+        .or_else(|| {
+            let (a, b) = (info_text(&rec.info), info_text(&got.info));
+            (a != b).then_some(("info", a, b))
+        })
+}
+
+/// Replay `t` on `env` (built with the recorded config): reset with `t.seed`, then every
+/// recorded action, comparing each result with the record. Files written before step records
+/// (turns with actions but no `steps`) are checked at turn granularity: each turn's starting
+/// observation and summed env reward.
+///
+/// # Errors
+/// The first [`Divergence`].
+pub fn replay_trajectory(env: &mut dyn Env, t: &Trajectory) -> Result<ReplaySummary, Divergence> {
+    let reset_failed = t
+        .end_reason
+        .as_deref()
+        .is_some_and(|r| r.starts_with("reset failed"));
+    let mut state = match env.reset(t.seed) {
+        Ok(r) if !reset_failed => r.observation,
+        Ok(r) => {
+            return Err(Divergence {
+                turn: None,
+                step: None,
+                action: None,
+                field: "reset",
+                recorded: t.end_reason.clone().unwrap_or_default(),
+                replayed: format!("ok: {}", r.observation),
+            });
+        }
+        Err(_) if reset_failed => {
+            return Ok(ReplaySummary { turns: 0, steps: 0 });
+        }
+        Err(e) => {
+            return Err(Divergence {
+                turn: None,
+                step: None,
+                action: None,
+                field: "reset",
+                recorded: "ok".into(),
+                replayed: format!("error: {e}"),
+            });
+        }
+    };
+    let mut steps = 0;
+    for (k, turn) in t.turns.iter().enumerate() {
+        if turn.observation != state {
+            return Err(Divergence {
+                turn: Some(k),
+                step: None,
+                action: None,
+                field: "turn observation",
+                recorded: turn.observation.clone(),
+                replayed: state,
+            });
+        }
+        let recorded: Vec<Step> = if turn.steps.is_empty() {
+            Vec::new()
+        } else {
+            turn.steps.clone()
+        };
+        if recorded.is_empty() {
+            // Before step records: replay the actions, check the turn's summed reward.
+            let mut reward = 0.0;
+            for (i, a) in turn.actions.iter().enumerate() {
+                let r = env.step(a).map_err(|e| Divergence {
+                    turn: Some(k),
+                    step: Some(i),
+                    action: Some(a.clone()),
+                    field: "outcome",
+                    recorded: "ok".into(),
+                    replayed: format!("error: {e}"),
+                })?;
+                reward += r.reward;
+                state = r.observation;
+                steps += 1;
+            }
+            if !same_f64(reward, turn.env_reward) {
+                return Err(Divergence {
+                    turn: Some(k),
+                    step: None,
+                    action: None,
+                    field: "turn env_reward",
+                    recorded: format!("{:?}", turn.env_reward),
+                    replayed: format!("{reward:?}"),
+                });
+            }
+            continue;
+        }
+        for (i, s) in recorded.iter().enumerate() {
+            let at = |field, recorded, replayed| Divergence {
+                turn: Some(k),
+                step: Some(i),
+                action: Some(s.action.clone()),
+                field,
+                recorded,
+                replayed,
+            };
+            match (&s.outcome, env.step(&s.action)) {
+                (Ok(rec), Ok(got)) => {
+                    if let Some((field, a, b)) = step_difference(rec, &got) {
+                        return Err(at(field, a, b));
+                    }
+                    state = got.observation;
+                }
+                // The env failed again (a trap or an env error); the messages may carry
+                // run-specific detail, so only the failure itself is compared.
+                (Err(_), Err(_)) => {}
+                (Ok(_), Err(e)) => return Err(at("outcome", "ok".into(), format!("error: {e}"))),
+                (Err(m), Ok(got)) => {
+                    return Err(at(
+                        "outcome",
+                        format!("error: {m}"),
+                        format!("ok: {}", got.observation),
+                    ));
+                }
+            }
+            steps += 1;
+        }
+    }
+    if state != t.final_observation {
+        return Err(Divergence {
+            turn: None,
+            step: None,
+            action: None,
+            field: "final observation",
+            recorded: t.final_observation.clone(),
+            replayed: state,
+        });
+    }
+    Ok(ReplaySummary {
+        turns: t.turns.len(),
+        steps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::EnvCallError;
+    use crate::trajectory::Turn;
+    use ragen_gym_sdk::{EnvSpec, ResetResult};
+
+    /// Position on a line: `Right` adds 1 (reward 1), `Left` subtracts 1 (reward -0.5); done at 3.
+    struct Line {
+        spec: EnvSpec,
+        pos: i64,
+        bias: i64,
+    }
+
+    impl Line {
+        fn new(bias: i64) -> Self {
+            Self {
+                spec: EnvSpec {
+                    id: "t/Line-v0".into(),
+                    version: "0.1.0".into(),
+                    description: String::new(),
+                    instruction: String::new(),
+                    action_names: Some(vec!["Left".into(), "Right".into()]),
+                    symbol_legend: None,
+                    max_episode_steps: 9,
+                    reward_threshold: None,
+                    default_config: "{}".into(),
+                },
+                pos: 0,
+                bias,
+            }
+        }
+    }
+
+    impl Env for Line {
+        fn spec(&self) -> &EnvSpec {
+            &self.spec
+        }
+        fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvCallError> {
+            self.pos = seed as i64 % 2;
+            Ok(ResetResult {
+                observation: format!("at {}", self.pos),
+                info: vec![],
+            })
+        }
+        fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
+            let (d, r) = if action == "Right" { (1, 1.0) } else { (-1, -0.5) };
+            self.pos += d + self.bias;
+            Ok(StepResult {
+                observation: format!("at {}", self.pos),
+                reward: r,
+                terminated: self.pos >= 3,
+                truncated: false,
+                action_is_valid: true,
+                action_is_effective: true,
+                success: self.pos >= 3,
+                info: vec![Metric::new("pos", self.pos as f64)],
+            })
+        }
+    }
+
+    /// Record a trajectory of `actions` per turn on `env`, as the rollout does.
+    fn record(env: &mut dyn Env, seed: u64, turns: &[&[&str]]) -> Trajectory {
+        let mut state = env.reset(seed).unwrap().observation;
+        let mut out = Vec::new();
+        for actions in turns {
+            let mut t = Turn {
+                observation: state.clone(),
+                actions_left: 9,
+                response: String::new(),
+                think: None,
+                answer: None,
+                actions: vec![],
+                env_reward: 0.0,
+                action_is_valid: true,
+                action_is_effective: false,
+                format_penalty: false,
+                info: vec![],
+                steps: vec![],
+            };
+            for a in *actions {
+                let r = env.step(a).unwrap();
+                t.actions.push(a.to_string());
+                t.env_reward += r.reward;
+                state = r.observation.clone();
+                t.steps.push(Step {
+                    action: a.to_string(),
+                    outcome: Ok(r),
+                });
+            }
+            out.push(t);
+        }
+        Trajectory {
+            env_id: "t/Line-v0".into(),
+            tag: "Line".into(),
+            group: 0,
+            seed,
+            turns: out,
+            final_observation: state,
+            num_actions: 3,
+            terminated: false,
+            truncated: true,
+            success: false,
+            penalty: 0.0,
+            extra_reward: 0.0,
+            end_reason: None,
+        }
+    }
+
+    #[test]
+    fn the_same_env_replays_every_step() {
+        let t = record(&mut Line::new(0), 1, &[&["Right", "Left"], &["Right"]]);
+        let s = replay_trajectory(&mut Line::new(0), &t).unwrap();
+        assert_eq!(s, ReplaySummary { turns: 2, steps: 3 });
+        // a JSON round trip (trajectories.jsonl) keeps it replayable
+        let back: Trajectory = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(replay_trajectory(&mut Line::new(0), &back).unwrap().steps, 3);
+    }
+
+    #[test]
+    fn the_first_differing_step_is_reported() {
+        let t = record(&mut Line::new(0), 1, &[&["Right", "Left"], &["Right"]]);
+        // a biased env drifts from the first step: position 1+1+1 = 3 instead of 2
+        let d = replay_trajectory(&mut Line::new(1), &t).unwrap_err();
+        assert_eq!(
+            (d.turn, d.step, d.action.as_deref(), d.field),
+            (Some(0), Some(0), Some("Right"), "observation")
+        );
+        assert_eq!((d.recorded.as_str(), d.replayed.as_str()), ("at 2", "at 3"));
+        // an edited reward is caught at its step, after the observations matched
+        let mut t2 = t.clone();
+        if let Ok(r) = &mut t2.turns[1].steps[0].outcome {
+            r.reward = 2.0;
+        }
+        let d = replay_trajectory(&mut Line::new(0), &t2).unwrap_err();
+        assert_eq!((d.turn, d.step, d.field), (Some(1), Some(0), "reward"));
+        assert_eq!((d.recorded.as_str(), d.replayed.as_str()), ("2.0", "1.0"));
+        // a different seed changes the reset observation
+        let mut t3 = t.clone();
+        t3.seed = 2;
+        let d = replay_trajectory(&mut Line::new(0), &t3).unwrap_err();
+        assert_eq!((d.turn, d.field), (Some(0), "turn observation"));
+    }
+
+    #[test]
+    fn records_without_steps_are_checked_per_turn() {
+        let mut t = record(&mut Line::new(0), 1, &[&["Right", "Left"], &["Right"]]);
+        for turn in &mut t.turns {
+            turn.steps.clear();
+        }
+        assert_eq!(replay_trajectory(&mut Line::new(0), &t).unwrap().steps, 3);
+        let d = replay_trajectory(&mut Line::new(1), &t).unwrap_err();
+        assert_eq!((d.turn, d.field), (Some(1), "turn observation"));
+    }
+}
