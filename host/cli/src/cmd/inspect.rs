@@ -1,25 +1,30 @@
 //! `ragen-gym inspect PLUGIN [--json]`: the manifest, interface version, sha256 and capabilities
 //! of a plugin, read without running any plugin code.
 
-use super::plugin_args::read_plugin;
+use super::plugin_args::{SourceArgs, fetch_plugin};
 use crate::ExpectedError;
+use ragen_gym_registry::PluginRole;
 
 /// Arguments of `ragen-gym inspect`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// A `.wasm` component file or a built-in name (`bandit`, `sokoban`, `frozenlake`).
+    /// A built-in name (`bandit`, `sokoban`, `frozenlake`), a `.wasm` component file, a pinned
+    /// `https://…#sha256=<hex>` URL or an `oci://registry/namespace/name:tag` reference.
     pub plugin: String,
     /// Print JSON (keys `id`, `version`, `interface_version`, `sha256`, `capabilities`, ...).
     #[arg(long)]
     pub json: bool,
+    /// Where plugins may come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
 }
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let (name, bytes) =
-        read_plugin(&args.plugin).map_err(|e| ExpectedError::plugin(&args.plugin, e))?;
-    let info = ragen_gym_sandbox::inspect_bytes(&name, &bytes)
-        .map_err(|e| ExpectedError::plugin(&name, e))?;
+    let src = fetch_plugin(&args.plugin, PluginRole::Env, &args.source)
+        .map_err(|e| ExpectedError::plugin(&args.plugin, e))?;
+    let info = ragen_gym_sandbox::inspect_bytes(&src.name, &src.bytes)
+        .map_err(|e| ExpectedError::plugin(&src.name, e))?;
     let m = &info.manifest;
     if args.json {
         let v = serde_json::json!({

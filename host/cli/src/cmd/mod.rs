@@ -9,6 +9,8 @@ pub mod inspect;
 pub mod play;
 pub mod plot;
 pub mod plugin_args;
+pub mod publish;
+pub mod replay;
 pub mod run_config;
 pub mod train;
 pub mod webshop;

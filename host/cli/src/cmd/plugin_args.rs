@@ -1,14 +1,84 @@
-//! Shared by the plugin subcommands: resolve `PLUGIN` (a `.wasm` path or a built-in name), and
-//! sandbox flags (`--allow-host`, `--fuel`, `--memory-mib`).
+//! Shared by the plugin subcommands: resolve `PLUGIN` (a built-in name, a path, a pinned URL or
+//! an `oci://` reference, through `ragen-gym-registry`), the source flags (`--allow-unpinned`,
+//! `--insecure-registry`, `--locked`) and the sandbox flags (`--allow-host`, `--fuel`,
+//! `--memory-mib`).
 
 use crate::ExpectedError;
 use anyhow::Context;
 use ragen_gym_core::RewardFunction;
+use ragen_gym_registry::{
+    Digest, LockFile, LockedPlugin, PluginCache, PluginRef, PluginRole, RegistryError,
+    ResolveOptions, Resolver,
+};
 use ragen_gym_sandbox::{
     Grants, HostPort, Plugin, ReqwestTransport, Sandbox, SandboxConfig, WasmRewardFunction,
 };
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Where plugins may come from, and what pins them.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SourceArgs {
+    /// Accept an `http(s)://` plugin URL without a `#sha256=<hex>` pin.
+    #[arg(long)]
+    pub allow_unpinned: bool,
+    /// Allow plain HTTP to HOST:PORT for plugin downloads: `http://` URLs and OCI registries
+    /// (repeatable).
+    #[arg(long = "insecure-registry", value_name = "HOST:PORT")]
+    pub insecure_registry: Vec<String>,
+    /// Refuse any plugin whose digest differs from the one in LOCKFILE (`ragen-gym.lock` of an
+    /// earlier run), or that it does not list.
+    #[arg(long, value_name = "LOCKFILE")]
+    pub locked: Option<PathBuf>,
+}
+
+impl SourceArgs {
+    /// The resolver these flags select, over the default plugin cache
+    /// (`~/.cache/ragen-gym/plugins`, or under `$RAGEN_GYM_CACHE`).
+    pub fn resolver(&self) -> anyhow::Result<Resolver> {
+        let dir = PluginCache::default_dir()
+            .context("no plugin cache directory: set HOME or RAGEN_GYM_CACHE")?;
+        Ok(Resolver::new(
+            PluginCache::new(dir),
+            ResolveOptions {
+                allow_unpinned: self.allow_unpinned,
+                insecure_hosts: self.insecure_registry.clone(),
+                ..ResolveOptions::default()
+            },
+        ))
+    }
+}
+
+/// A plugin's bytes and identity, before it is loaded.
+#[derive(Debug, Clone)]
+pub struct PluginSource {
+    /// A display name (`built-in sokoban`, the path, the URL, the `oci://` reference).
+    pub name: String,
+    /// The reference as recorded in lock files and trajectories.
+    pub reference: String,
+    /// The component.
+    pub bytes: Vec<u8>,
+    /// sha256 of `bytes`.
+    pub digest: Digest,
+    /// For an OCI reference, the manifest digest it resolved to.
+    pub oci_manifest: Option<Digest>,
+}
+
+impl PluginSource {
+    /// The lock entry of this plugin, loaded as `plugin`, used as `role`.
+    pub fn lock_entry(&self, role: PluginRole, plugin: &Plugin) -> LockedPlugin {
+        let m = &plugin.info().manifest;
+        LockedPlugin {
+            role,
+            reference: self.reference.clone(),
+            digest: self.digest,
+            oci_manifest: self.oci_manifest,
+            id: m.id.clone(),
+            version: m.version.clone(),
+            interface_version: m.interface_version.clone(),
+        }
+    }
+}
 
 /// Sandbox limits and capability grants.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -27,6 +97,9 @@ pub struct SandboxArgs {
     /// env counts so RAGEN-scale runs (128 train + 256 val envs) fit the pooling allocator.
     #[arg(skip)]
     pub max_instances: Option<u32>,
+    /// Where plugins may come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
 }
 
 impl SandboxArgs {
@@ -75,23 +148,78 @@ impl SandboxArgs {
     }
 }
 
-/// Read a plugin: a built-in name or alias from the registry (`bandit`, `sokoban`, `frozenlake`,
-/// ...), or a path to a `.wasm` file. Returns a display name and the bytes.
-pub fn read_plugin(spec: &str) -> anyhow::Result<(String, Vec<u8>)> {
+/// Resolve `spec` used as `role`: a built-in name or alias (`bandit`, `sokoban`, `frozenlake`,
+/// ...), or a [`PluginRef`] (path, pinned URL, `oci://` reference) fetched, verified and cached
+/// by the registry client. With `--locked`, the lock file must list the plugin with the same
+/// digest.
+///
+/// # Errors
+/// An unknown, unreachable or unverifiable plugin, or one the lock file refuses.
+pub fn fetch_plugin(spec: &str, role: PluginRole, src: &SourceArgs) -> anyhow::Result<PluginSource> {
+    let lock = src
+        .locked
+        .as_ref()
+        .map(|p| LockFile::read(p).map(|l| (l, p.clone())))
+        .transpose()?;
+    let locked = |reference: &str| -> anyhow::Result<Option<(Digest, PathBuf)>> {
+        Ok(match &lock {
+            Some((l, p)) => Some((l.require(role, reference, p)?.digest, p.clone())),
+            None => None,
+        })
+    };
     if let Some(builtin) = ragen_gym_builtins::find(spec) {
-        return Ok((format!("built-in {}", builtin.name), builtin.wasm.to_vec()));
+        let digest = Digest::of(builtin.wasm);
+        let reference = builtin.name.to_string();
+        if let Some((l, p)) = locked(&reference)?
+            && l != digest
+        {
+            return Err(RegistryError::LockMismatch {
+                reference,
+                locked: l,
+                found: digest,
+                lock: p,
+            }
+            .into());
+        }
+        return Ok(PluginSource {
+            name: format!("built-in {}", builtin.name),
+            reference,
+            bytes: builtin.wasm.to_vec(),
+            digest,
+            oci_manifest: None,
+        });
     }
-    let path = Path::new(spec);
-    if path.exists() {
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("failed to read plugin file {}", path.display()))?;
-        return Ok((path.display().to_string(), bytes));
+    let r: PluginRef = spec.parse()?;
+    if let PluginRef::Path(p) = &r
+        && !p.exists()
+    {
+        let names: Vec<&str> = ragen_gym_builtins::names().collect();
+        anyhow::bail!(
+            "plugin `{spec}` is neither a file, a URL, an oci:// reference nor a built-in (built-ins: {})",
+            names.join(", ")
+        );
     }
-    let names: Vec<&str> = ragen_gym_builtins::names().collect();
-    anyhow::bail!(
-        "plugin `{spec}` is neither a file nor a built-in (built-ins: {})",
-        names.join(", ")
-    )
+    let reference = r.to_string();
+    let pin = locked(&reference)?;
+    let resolved = src
+        .resolver()?
+        .resolve(&r, pin.as_ref().map(|(d, p)| (d, p.as_path())))?;
+    Ok(PluginSource {
+        name: reference.clone(),
+        reference,
+        bytes: resolved.bytes,
+        digest: resolved.digest,
+        oci_manifest: resolved.oci_manifest,
+    })
+}
+
+/// Read a built-in or a local plugin file: a display name and the bytes (for benchmarks).
+///
+/// # Errors
+/// As [`fetch_plugin`].
+pub fn read_plugin(spec: &str) -> anyhow::Result<(String, Vec<u8>)> {
+    let s = fetch_plugin(spec, PluginRole::Env, &SourceArgs::default())?;
+    Ok((s.name, s.bytes))
 }
 
 /// Load a plugin into a sandbox of its own (the commands that run one plugin).
@@ -99,24 +227,32 @@ pub fn read_plugin(spec: &str) -> anyhow::Result<(String, Vec<u8>)> {
 /// # Errors
 /// As [`SandboxArgs::sandbox`] and [`load_into`].
 pub fn load(spec: &str, args: &SandboxArgs) -> anyhow::Result<Plugin> {
-    load_into(&args.sandbox()?, spec)
+    load_into(&args.sandbox()?, spec, PluginRole::Env, &args.source).map(|(p, _)| p)
 }
 
-/// Load a plugin (a `.wasm` path or a built-in name) into `sandbox`.
+/// Load a plugin (a built-in name or any plugin reference), used as `role`, into `sandbox`, with
+/// its lock entry.
 ///
 /// # Errors
-/// An unknown or unreadable plugin, or one the sandbox refuses, is an
+/// An unknown, unreachable or unverifiable plugin, or one the sandbox refuses, is an
 /// [`ExpectedError::PluginRefused`] (exit code 11).
-pub fn load_into(sandbox: &Sandbox, spec: &str) -> anyhow::Result<Plugin> {
-    let (name, bytes) = read_plugin(spec).map_err(|e| ExpectedError::plugin(spec, e))?;
-    sandbox
-        .load_bytes(&name, &bytes)
-        .map_err(|e| ExpectedError::plugin(&name, e).into())
+pub fn load_into(
+    sandbox: &Sandbox,
+    spec: &str,
+    role: PluginRole,
+    src: &SourceArgs,
+) -> anyhow::Result<(Plugin, LockedPlugin)> {
+    let source = fetch_plugin(spec, role, src).map_err(|e| ExpectedError::plugin(spec, e))?;
+    let plugin = sandbox
+        .load_bytes(&source.name, &source.bytes)
+        .map_err(|e| ExpectedError::plugin(&source.name, e))?;
+    let entry = source.lock_entry(role, &plugin);
+    Ok((plugin, entry))
 }
 
-/// Load every `--reward-plugin` (a `.wasm` path or built-in name) into the run's sandbox
+/// Load every `--reward-plugin` (a built-in name or any plugin reference) into the run's sandbox
 /// (`train --reward-plugin FILE`: sandboxed reward functions whose `score(trajectory)` is added
-/// to the env rewards of every trajectory).
+/// to the env rewards of every trajectory), with their lock entries.
 ///
 /// # Errors
 /// [`ExpectedError::PluginRefused`] (exit code 11) for a plugin that fails verification, or is
@@ -124,14 +260,30 @@ pub fn load_into(sandbox: &Sandbox, spec: &str) -> anyhow::Result<Plugin> {
 pub fn load_reward_functions(
     sandbox: &Sandbox,
     specs: &[String],
-) -> anyhow::Result<Vec<Box<dyn RewardFunction>>> {
-    specs
-        .iter()
-        .map(|spec| {
-            let plugin = load_into(sandbox, spec)?;
-            let function =
-                WasmRewardFunction::new(&plugin).map_err(|e| ExpectedError::plugin(spec, e))?;
-            Ok(Box::new(function) as Box<dyn RewardFunction>)
-        })
-        .collect()
+    src: &SourceArgs,
+) -> anyhow::Result<(Vec<Box<dyn RewardFunction>>, Vec<LockedPlugin>)> {
+    let mut functions = Vec::new();
+    let mut entries = Vec::new();
+    for spec in specs {
+        let (plugin, entry) = load_into(sandbox, spec, PluginRole::Reward, src)?;
+        let function =
+            WasmRewardFunction::new(&plugin).map_err(|e| ExpectedError::plugin(spec, e))?;
+        functions.push(Box::new(function) as Box<dyn RewardFunction>);
+        entries.push(entry);
+    }
+    Ok((functions, entries))
+}
+
+/// Write `ragen-gym.lock` into `dir` with `entries`.
+///
+/// # Errors
+/// The lock file could not be written.
+pub fn write_lock(dir: &Path, entries: Vec<LockedPlugin>) -> anyhow::Result<PathBuf> {
+    let mut lock = LockFile::default();
+    for e in entries {
+        lock.upsert(e);
+    }
+    let path = dir.join(ragen_gym_registry::LOCK_FILE_NAME);
+    lock.write(&path)?;
+    Ok(path)
 }

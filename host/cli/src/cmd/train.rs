@@ -6,15 +6,16 @@
 //! `--config FILE`, `RAGEN_<SECTION>__<KEY>` variables, `--set`, then `--model` / `--iterations`.
 //! With `--resume DIR` the run's own `config.toml` replaces the first four layers.
 
-use super::plugin_args::{SandboxArgs, load_into, load_reward_functions};
+use super::plugin_args::{SandboxArgs, load_into, load_reward_functions, write_lock};
 use super::run_config::base_config;
 use crate::ExpectedError;
 use crate::report::Reporters;
-use crate::report::jsonl::JsonlReporter;
+use crate::report::jsonl::{EnvSource, JsonlReporter};
 use crate::report::progress::ProgressReporter;
 use crate::report::tensorboard::TensorBoardReporter;
 use anyhow::Context;
 use ragen_gym_core::{Env, EnvCallError};
+use ragen_gym_registry::PluginRole;
 use ragen_gym_sandbox::WasmEnv;
 use ragen_gym_starpo::{
     Config, ConfigBuilder, ConfigError, RunDir, TrainError, TrainSetup, Trainer,
@@ -116,9 +117,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         u32::try_from(config.live_env_instances() + args.reward_plugin.len()).unwrap_or(u32::MAX),
     );
     let sandbox = sandbox_args.sandbox()?;
-    let plugin = load_into(&sandbox, &env_spec)?;
+    let (plugin, env_lock) = load_into(&sandbox, &env_spec, PluginRole::Env, &args.sandbox.source)?;
+    let (reward_functions, reward_locks) =
+        load_reward_functions(&sandbox, &args.reward_plugin, &args.sandbox.source)?;
     let grants = args.sandbox.grants()?;
     let env_config = config.env.config.clone();
+    let env_source = EnvSource {
+        plugin: env_lock.reference.clone(),
+        plugin_sha256: plugin.info().sha256.clone(),
+        env_config: env_config.clone(),
+    };
     let sha = plugin.info().sha256.clone();
     let make_env: ragen_gym_starpo::EnvFactory =
         Box::new(move || -> Result<Box<dyn Env>, EnvCallError> {
@@ -134,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         make_env,
         plugin_sha256: sha,
         env_source: env_spec,
-        reward_functions: load_reward_functions(&sandbox, &args.reward_plugin)?,
+        reward_functions,
         run_dir,
         resume: args.resume.is_some(),
         device,
@@ -146,12 +154,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         e => ExpectedError::training("training setup", e),
     })?;
     eprintln!("run directory: {}", trainer.run_dir().display());
+    write_lock(
+        trainer.run_dir(),
+        std::iter::once(env_lock).chain(reward_locks).collect(),
+    )?;
     let run = RunDir::open(trainer.run_dir())?;
-    let sha = trainer.run_info().plugin_sha256.clone();
     let mut reporters = Reporters(vec![
         Box::new(ProgressReporter::new()),
         Box::new(TensorBoardReporter::new(&run)),
-        Box::new(JsonlReporter::new(run, &sha, log_trajectories)),
+        Box::new(JsonlReporter::new(run, env_source, log_trajectories)),
     ]);
     trainer
         .train(&mut reporters)

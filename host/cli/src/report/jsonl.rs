@@ -1,6 +1,7 @@
 //! `metrics.jsonl` (one object per iteration: `iteration` and every finite metric) and
 //! `trajectories.jsonl` (the first `trainer.log_trajectories` trajectories of each rollout,
-//! with `iteration`, `split`, `plugin_sha256` and `score`).
+//! with `iteration`, `split`, `score` and what `ragen-gym replay` needs besides the seed and
+//! the steps: `plugin` (the reference), `plugin_sha256` and `env_config`).
 //!
 //! Lines are written whole; both files are flushed and fsynced once per iteration, when its
 //! metrics arrive. On a resumed run, lines past the checkpoint's iteration (and a line cut short
@@ -10,20 +11,32 @@ use ragen_gym_core::Trajectory;
 use ragen_gym_starpo::run_dir::JsonlWriter;
 use ragen_gym_starpo::{ReportError, Reporter, RunDir, TrainEvent};
 
+/// The env a run's trajectories come from, recorded on every line so that a trajectory can be
+/// replayed from its line alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvSource {
+    /// The plugin reference (`sokoban`, a path, a pinned URL, an `oci://` reference).
+    pub plugin: String,
+    /// sha256 of the plugin, hex.
+    pub plugin_sha256: String,
+    /// The env's JSON config (`env.config`).
+    pub env_config: String,
+}
+
 /// Writes the run's JSONL files.
 pub struct JsonlReporter {
     run: RunDir,
-    plugin_sha256: String,
+    env: EnvSource,
     log_trajectories: usize,
     files: Option<(JsonlWriter, JsonlWriter)>,
 }
 
 impl JsonlReporter {
     /// A reporter writing into `run`; `log_trajectories` is `trainer.log_trajectories`.
-    pub fn new(run: RunDir, plugin_sha256: &str, log_trajectories: usize) -> Self {
+    pub fn new(run: RunDir, env: EnvSource, log_trajectories: usize) -> Self {
         Self {
             run,
-            plugin_sha256: plugin_sha256.to_string(),
+            env,
             log_trajectories,
             files: None,
         }
@@ -44,7 +57,9 @@ impl JsonlReporter {
         if let Some(o) = v.as_object_mut() {
             o.insert("iteration".into(), iteration.into());
             o.insert("split".into(), split.into());
-            o.insert("plugin_sha256".into(), self.plugin_sha256.clone().into());
+            o.insert("plugin".into(), self.env.plugin.clone().into());
+            o.insert("plugin_sha256".into(), self.env.plugin_sha256.clone().into());
+            o.insert("env_config".into(), self.env.env_config.clone().into());
             o.insert("score".into(), t.score().into());
         }
         v
@@ -143,7 +158,12 @@ mod tests {
     fn lines_are_whole_and_a_resume_drops_what_follows_the_checkpoint() {
         let d = tempfile::tempdir().unwrap();
         let run = RunDir::create(d.path()).unwrap();
-        let mut r = JsonlReporter::new(run.clone(), "abc", 2);
+        let env = EnvSource {
+            plugin: "sokoban".into(),
+            plugin_sha256: "abc".into(),
+            env_config: r#"{"dim_room":[6,6]}"#.into(),
+        };
+        let mut r = JsonlReporter::new(run.clone(), env.clone(), 2);
         for it in 1..=3 {
             iteration(&mut r, it, f64::from(it) * 10.0);
         }
@@ -159,10 +179,12 @@ mod tests {
         assert_eq!(t.len(), 6, "two of three trajectories per iteration");
         assert_eq!(t[0]["split"], "train");
         assert_eq!(t[0]["plugin_sha256"], "abc");
+        assert_eq!(t[0]["plugin"], "sokoban");
+        assert_eq!(t[0]["env_config"], r#"{"dim_room":[6,6]}"#);
         assert_eq!(t[0]["score"], -0.1);
         assert_eq!(t[5]["iteration"], 3);
         // resumed from the checkpoint of iteration 1: iterations 2 and 3 are rewritten
-        let mut r = JsonlReporter::new(run.clone(), "abc", 2);
+        let mut r = JsonlReporter::new(run.clone(), env, 2);
         r.report(&TrainEvent::Started {
             start_iteration: 2,
             total: 3,

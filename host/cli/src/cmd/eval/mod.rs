@@ -1,14 +1,19 @@
 //! `ragen-gym eval --env PLUGIN --policy random --episodes N [--seed S] [--json]`: success rate,
 //! mean return and env steps per second. Episode `i` resets with seed `S + i` and the random
 //! policy draws actions from a generator seeded by `S + i`, so the same seed gives the same
-//! numbers (steps per second aside).
+//! numbers (steps per second aside). With `--model` (a checkpoint, `default`, or an API model
+//! `openai:NAME --base-url URL`), RAGEN's validation protocol (`model`).
 
-use super::plugin_args::{SandboxArgs, load};
+use super::plugin_args::{SandboxArgs, load_into, write_lock};
 use ragen_gym_core::splitmix64;
+use ragen_gym_registry::PluginRole;
 
+pub mod api;
 mod model;
+pub mod openai;
 use ragen_gym_core::Env;
 use ragen_gym_sandbox::WasmEnv;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The policy to evaluate.
@@ -39,12 +44,35 @@ pub struct Args {
     /// Print JSON (keys `episodes`, `success_rate`, `mean_return`, `steps_per_second`).
     #[arg(long)]
     pub json: bool,
-    /// Evaluate a model instead (`default`, a run or checkpoint directory, a `.gguf` file or a
-    /// Hugging Face directory) with the validation protocol: `es_manager.val` groups, seeds
-    /// `seed.val + i`, temperature `rollout.val_temperature` (`--episodes` and `--seed` are
-    /// not used; change them with `--set es_manager.val.env_groups=N`, `--set seed.val=S`).
-    #[arg(long, value_name = "CHECKPOINT|default")]
+    /// Evaluate a model instead (`default`, a run or checkpoint directory, a `.gguf` file, a
+    /// Hugging Face directory, or `openai:NAME` for an OpenAI-compatible API with `--base-url`)
+    /// with the validation protocol: `es_manager.val` groups, seeds `seed.val + i`, temperature
+    /// `rollout.val_temperature` (`--episodes` and `--seed` are not used; change them with
+    /// `--set es_manager.val.env_groups=N`, `--set seed.val=S`).
+    #[arg(long, value_name = "CHECKPOINT|default|openai:NAME")]
     pub model: Option<String>,
+    /// With `--model openai:NAME`: the endpoint base, e.g. `http://127.0.0.1:8000/v1`
+    /// (requests go to `URL/chat/completions`).
+    #[arg(long = "base-url", value_name = "URL", requires = "model")]
+    pub base_url: Option<String>,
+    /// With an API model: the environment variable holding the API key (sent as a bearer token;
+    /// nothing is sent when it is unset).
+    #[arg(long = "api-key-env", value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+    /// With an API model: most requests in flight (RAGEN `model_config.max_concurrency`: 16).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// With an API model: retries per request on HTTP 429 and 5xx and on connection failures,
+    /// with exponential backoff (0.5 s doubling, at most 30 s, or the server's Retry-After).
+    #[arg(long = "max-retries", default_value_t = 5)]
+    pub max_retries: u32,
+    /// With an API model: seconds allowed per request attempt.
+    #[arg(long = "request-timeout", value_name = "SECONDS", default_value_t = 600)]
+    pub request_timeout: u64,
+    /// Write `ragen-gym.lock` into DIR (and, with `--model`, `trajectories.jsonl` and
+    /// `metrics.jsonl`, so `ragen-gym replay DIR` can re-run the episodes).
+    #[arg(long = "run-dir", value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
     /// With `--model`: override a training-config key, `section.key=value` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE", requires = "model")]
     pub set: Vec<String>,
@@ -64,7 +92,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(model) = &args.model {
         return model::run_model(&args, model, &args.device.open()?);
     }
-    let plugin = load(&args.env, &args.sandbox)?;
+    let sandbox = args.sandbox.sandbox()?;
+    let (plugin, lock) = load_into(&sandbox, &args.env, PluginRole::Env, &args.sandbox.source)?;
+    if let Some(dir) = &args.run_dir {
+        std::fs::create_dir_all(dir)?;
+        write_lock(dir, vec![lock])?;
+    }
     let mut env = WasmEnv::new(&plugin, &args.config, args.sandbox.grants()?)?;
     let spec = env.spec().clone();
     // Discrete envs: the spec's action names. Free-text envs (e.g. the WebShop bridge): the

@@ -1,18 +1,28 @@
-//! `ragen-gym eval --env PLUGIN --model CHECKPOINT|default [--set k=v]... [--json]`: the
-//! validation protocol (`docs/ragen-semantics.md` §9) with a model: `es_manager.val` groups with the fixed seeds
-//! `seed.val + i`, temperature `rollout.val_temperature`, the training budgets. The config is
-//! layered like `train` (default, CPU profile when the model runs on the CPU, env preset, `--set`).
+//! `ragen-gym eval --env PLUGIN --model CHECKPOINT|default|openai:NAME [--set k=v]... [--json]`:
+//! the validation protocol (`docs/ragen-semantics.md` §9) with a model: `es_manager.val` groups
+//! with the fixed seeds `seed.val + i`, temperature `rollout.val_temperature`, the training
+//! budgets. The config is layered like `train` (default, CPU profile when the model runs on the CPU, env preset, `--set`).
+//! An API model (`openai:NAME --base-url URL`) runs the same protocol through
+//! [`super::api::ApiGenerator`].
 
+use super::Args;
+use super::api::{ApiGenerator, ApiSettings};
 use crate::ExpectedError;
-use crate::cmd::plugin_args::load;
+use crate::cmd::plugin_args::{load_into, write_lock};
 use crate::cmd::run_config::base_config;
+use crate::report::jsonl::{EnvSource, JsonlReporter};
 use anyhow::Context;
 use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_policy as pol;
+use ragen_gym_registry::PluginRole;
 use ragen_gym_sandbox::WasmEnv;
 use ragen_gym_starpo::constraint::action_constraint;
-use ragen_gym_starpo::{EnvPool, evaluate};
+use ragen_gym_starpo::{
+    EnvPool, EvalResult, Reporter, RolloutParams, RunDir, Split, TrainEvent, evaluate,
+    evaluate_with,
+};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Load the model to evaluate: a run directory, a checkpoint directory, a policy directory
 /// (Hugging Face, with or without a LoRA adapter), a `.gguf` file, or `default`.
@@ -68,11 +78,32 @@ fn eval_config(
     b.build()
 }
 
+/// Write the evaluation's trajectories and metrics into `dir` as a training run writes them
+/// (iteration 0, split `val`), so `ragen-gym replay` can re-run them.
+fn record(dir: &Path, env: EnvSource, r: &EvalResult) -> anyhow::Result<()> {
+    let run = RunDir::create(dir)?;
+    let mut reporter = JsonlReporter::new(run, env, r.trajectories.len());
+    reporter.report(&TrainEvent::Trajectories {
+        iteration: 0,
+        split: Split::Val,
+        trajectories: &r.trajectories,
+    })
+    .map_err(|e| anyhow::anyhow!(e))?;
+    let mut metrics = r.metrics.clone();
+    metrics.insert("val-env/success_rate".into(), r.success_rate);
+    metrics.insert("val-env/mean_return".into(), r.mean_return);
+    reporter.report(&TrainEvent::Metrics {
+        iteration: 0,
+        metrics: &metrics,
+    })
+    .map_err(|e| anyhow::anyhow!(e))?;
+    Ok(())
+}
+
 /// Run the validation protocol and print `episodes`, `success_rate`, `mean_return`.
-pub fn run_model(args: &super::Args, model: &str, device: &pol::Device) -> anyhow::Result<()> {
-    let (env_spec, json) = (args.env.as_str(), args.json);
+pub fn run_model(args: &Args, model: &str, device: &pol::Device) -> anyhow::Result<()> {
     let cfg = eval_config(
-        env_spec,
+        &args.env,
         &args.config,
         &args.set,
         args.no_cpu_profile,
@@ -82,7 +113,7 @@ pub fn run_model(args: &super::Args, model: &str, device: &pol::Device) -> anyho
     let n = cfg.val_batch_size();
     let mut sandbox = args.sandbox.clone();
     sandbox.max_instances = Some(u32::try_from(cfg.live_env_instances()).unwrap_or(u32::MAX));
-    let plugin = load(env_spec, &sandbox)?;
+    let (plugin, lock) = load_into(&sandbox.sandbox()?, &args.env, PluginRole::Env, &sandbox.source)?;
     let grants = sandbox.grants()?;
     let envs = (0..n)
         .map(|_| -> Result<Box<dyn Env>, EnvCallError> {
@@ -94,20 +125,61 @@ pub fn run_model(args: &super::Args, model: &str, device: &pol::Device) -> anyho
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut pool = EnvPool::new(envs);
-    let (model, tokenizer, source) = load_model(model, device)?;
-    let constraint =
-        action_constraint(&cfg, pool.spec(), &tokenizer).map_err(ExpectedError::config)?;
-    let r = evaluate(
-        &cfg,
-        &model,
-        &tokenizer,
-        constraint.as_ref(),
-        &mut pool,
-        cfg.seed.sampler,
-        &mut |_| {},
-    )
-    .map_err(|e| ExpectedError::training("evaluation", e))?;
-    if json {
+    let (r, source) = match model.strip_prefix("openai:") {
+        Some(name) => {
+            let base_url = args
+                .base_url
+                .clone()
+                .context("--model openai:NAME needs --base-url URL (e.g. http://127.0.0.1:8000/v1)")?;
+            let mut generator = ApiGenerator::new(&ApiSettings {
+                model: name.to_string(),
+                base_url,
+                api_key_env: args.api_key_env.clone(),
+                concurrency: args.concurrency,
+                max_retries: args.max_retries,
+                request_timeout: Duration::from_secs(args.request_timeout),
+            })?;
+            let mut p = RolloutParams::from_config(
+                &cfg,
+                pool.spec(),
+                cfg.rollout.val_temperature,
+                cfg.seed.sampler,
+            );
+            // The server applies its own context limit (an over-long prompt is an HTTP error);
+            // every active env's prompt goes in one call, so `--concurrency` bounds the requests.
+            p.max_model_len = usize::MAX;
+            p.generation_batch_size = n.max(1);
+            let r = evaluate_with(&cfg, &mut generator, &p, &mut pool, &mut |_| {})
+                .map_err(|e| ExpectedError::training("evaluation", e))?;
+            (r, format!("{model} at {}", generator.url()))
+        }
+        None => {
+            let (m, tokenizer, source) = load_model(model, device)?;
+            let constraint =
+                action_constraint(&cfg, pool.spec(), &tokenizer).map_err(ExpectedError::config)?;
+            let r = evaluate(
+                &cfg,
+                &m,
+                &tokenizer,
+                constraint.as_ref(),
+                &mut pool,
+                cfg.seed.sampler,
+                &mut |_| {},
+            )
+            .map_err(|e| ExpectedError::training("evaluation", e))?;
+            (r, source.display().to_string())
+        }
+    };
+    if let Some(dir) = &args.run_dir {
+        let env = EnvSource {
+            plugin: lock.reference.clone(),
+            plugin_sha256: lock.digest.hex(),
+            env_config: cfg.env.config.clone(),
+        };
+        record(dir, env, &r)?;
+        write_lock(dir, vec![lock])?;
+    }
+    if args.json {
         let v = serde_json::json!({
             "env": pool.spec().id,
             "model": source,
@@ -121,7 +193,7 @@ pub fn run_model(args: &super::Args, model: &str, device: &pol::Device) -> anyho
         println!(
             "env {} | model {} | {} episodes (seeds {}..)",
             pool.spec().id,
-            source.display(),
+            source,
             r.episodes,
             cfg.seed.val
         );

@@ -1,0 +1,191 @@
+//! `ragen-gym replay RUN_DIR [--trajectory N] [--env PLUGIN]`: env-side deterministic replay.
+//!
+//! Each line of `RUN_DIR/trajectories.jsonl` records the seed, every step (action and the env's
+//! result), the plugin reference and sha256 and the env config. Replay loads the same plugin
+//! (refusing one whose sha256 differs from the recorded one), builds the env with the recorded
+//! config, resets it with the seed, sends the recorded actions and checks every observation,
+//! reward and flag ([`ragen_gym_core::replay_trajectory`]). The first difference is printed as
+//! a unified diff, and the command exits with code 14. It is how to answer "why did trajectory X
+//! get that reward": re-run it, with logging (`RAGEN_LOG=debug`) or a patched plugin (`--env`,
+//! which must still have the recorded digest).
+
+use super::plugin_args::{SandboxArgs, load};
+use crate::ExpectedError;
+use anyhow::Context;
+use ragen_gym_core::{Divergence, Trajectory, replay_trajectory};
+use ragen_gym_sandbox::WasmEnv;
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// Arguments of `ragen-gym replay`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A run directory (of `train`, or of `eval --model … --run-dir`).
+    pub run_dir: PathBuf,
+    /// Replay only line N of `trajectories.jsonl` (0-based); default: every line.
+    #[arg(long, value_name = "N")]
+    pub trajectory: Option<usize>,
+    /// Load the plugin from here instead of the recorded reference (its sha256 must still match).
+    #[arg(long = "env", value_name = "PLUGIN")]
+    pub env: Option<String>,
+    /// Sandbox limits, grants and plugin sources (an env that calls HTTP needs the same
+    /// `--allow-host` as the recorded run).
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// What a `trajectories.jsonl` line records besides the trajectory itself.
+#[derive(Deserialize)]
+struct Recorded {
+    plugin_sha256: String,
+    #[serde(default)]
+    plugin: Option<String>,
+    #[serde(default)]
+    env_config: Option<String>,
+    #[serde(default)]
+    iteration: Option<u64>,
+    #[serde(default)]
+    split: Option<String>,
+}
+
+fn location(d: &Divergence) -> String {
+    let mut s = match (d.turn, d.step) {
+        (Some(t), Some(k)) => format!("turn {t}, step {k}"),
+        (Some(t), None) => format!("turn {t}"),
+        (None, _) if d.field == "reset" => "reset".to_string(),
+        (None, _) => "end of trajectory".to_string(),
+    };
+    if let Some(a) = &d.action {
+        s.push_str(&format!(" (action {a:?})"));
+    }
+    s
+}
+
+/// The divergence as a unified diff of the recorded and replayed values.
+pub fn render_divergence(d: &Divergence) -> String {
+    let ends = |s: &str| {
+        if s.ends_with('\n') {
+            s.to_string()
+        } else {
+            format!("{s}\n")
+        }
+    };
+    let (a, b) = (ends(&d.recorded), ends(&d.replayed));
+    let diff = similar::TextDiff::from_lines(&a, &b);
+    format!(
+        "first difference at {}: {}\n{}",
+        location(d),
+        d.field,
+        diff.unified_diff()
+            .context_radius(3)
+            .header("recorded", "replayed")
+    )
+}
+
+/// Run the subcommand.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let path = args.run_dir.join("trajectories.jsonl");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("failed to read {}", path.display()))?;
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .filter(|(i, _)| args.trajectory.is_none_or(|n| n == *i))
+        .collect();
+    if lines.is_empty() {
+        anyhow::bail!(
+            "{} has no trajectory{}",
+            path.display(),
+            args.trajectory
+                .map_or(String::new(), |n| format!(" on line {n}"))
+        );
+    }
+    let mut loaded: Option<(String, ragen_gym_sandbox::Plugin)> = None;
+    let (mut ok, mut diverged) = (0usize, 0usize);
+    for (i, line) in lines {
+        let bad = |e: serde_json::Error| anyhow::anyhow!("{} line {i}: {e}", path.display());
+        let t: Trajectory = serde_json::from_str(line).map_err(bad)?;
+        let rec: Recorded = serde_json::from_str(line).map_err(bad)?;
+        let reference = match (&args.env, &rec.plugin) {
+            (Some(e), _) => e.clone(),
+            (None, Some(p)) => p.clone(),
+            (None, None) => anyhow::bail!(
+                "{} line {i} does not record its plugin reference; pass --env PLUGIN",
+                path.display()
+            ),
+        };
+        if loaded.as_ref().is_none_or(|(r, _)| *r != reference) {
+            let plugin = load(&reference, &args.sandbox)?;
+            loaded = Some((reference.clone(), plugin));
+        }
+        let plugin = &loaded.as_ref().expect("loaded above").1;
+        if plugin.info().sha256 != rec.plugin_sha256 {
+            return Err(ExpectedError::plugin(
+                &reference,
+                anyhow::anyhow!(
+                    "its sha256 {} differs from the recorded {} (line {i} of {}); replay needs the plugin that ran",
+                    plugin.info().sha256,
+                    rec.plugin_sha256,
+                    path.display()
+                ),
+            )
+            .into());
+        }
+        let env_config = rec.env_config.clone().unwrap_or_default();
+        let mut env = WasmEnv::new(plugin, &env_config, args.sandbox.grants()?)
+            .with_context(|| format!("failed to build env {reference} with config {env_config:?}"))?;
+        let label = format!(
+            "trajectory {i} (seed {}, group {}{}{})",
+            t.seed,
+            t.group,
+            rec.iteration
+                .map_or(String::new(), |it| format!(", iteration {it}")),
+            rec.split.map_or(String::new(), |s| format!(", {s}"))
+        );
+        match replay_trajectory(&mut env, &t) {
+            Ok(s) => {
+                ok += 1;
+                println!(
+                    "{label}: ok, {} turns, {} steps, score {:.4}",
+                    s.turns,
+                    s.steps,
+                    t.score()
+                );
+            }
+            Err(d) => {
+                diverged += 1;
+                println!("{label}: DIVERGED");
+                print!("{}", render_divergence(&d));
+            }
+        }
+    }
+    println!("{ok} replayed identically, {diverged} diverged");
+    if diverged > 0 {
+        return Err(ExpectedError::ReplayDiverged { diverged }.into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_divergence_renders_as_a_unified_diff() {
+        let d = Divergence {
+            turn: Some(1),
+            step: Some(0),
+            action: Some("Up".into()),
+            field: "observation",
+            recorded: "#####\n#_P_#\n#####".into(),
+            replayed: "#####\n#P__#\n#####".into(),
+        };
+        let text = render_divergence(&d);
+        assert_eq!(
+            text,
+            "first difference at turn 1, step 0 (action \"Up\"): observation\n\
+             --- recorded\n+++ replayed\n@@ -1,3 +1,3 @@\n #####\n-#_P_#\n+#P__#\n #####\n"
+        );
+    }
+}

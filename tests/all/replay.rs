@@ -1,0 +1,124 @@
+//! `ragen-gym replay` on a real run directory: trajectories of the built-in Sokoban plugin,
+//! produced by the validation rollout with a scripted policy and written by the CLI's JSONL
+//! reporter, replay identically; an edited reward is caught at its step (exit code 14); another
+//! plugin is refused (exit code 11) with both digests named.
+
+use ragen_gym_cli::cmd::plugin_args::{SandboxArgs, load};
+use ragen_gym_cli::cmd::replay;
+use ragen_gym_cli::cmd::run_config::base_config;
+use ragen_gym_cli::error::exit_code_of;
+use ragen_gym_cli::report::jsonl::{EnvSource, JsonlReporter};
+use ragen_gym_core::{Env, EnvCallError};
+use ragen_gym_sandbox::WasmEnv;
+use ragen_gym_starpo::{
+    CharTokenizer, EnvPool, GenerateError, GenerationParams, Generator, Reporter, RolloutParams,
+    RunDir, Split, Tokenize, TrainEvent, evaluate_with,
+};
+use std::process::ExitCode;
+
+/// Answers with a fixed cycle of two Sokoban moves per turn.
+struct Scripted(usize);
+
+impl Generator for Scripted {
+    fn tokenizer(&self) -> &dyn Tokenize {
+        &CharTokenizer
+    }
+    fn generate(
+        &mut self,
+        prompts: &[Vec<u32>],
+        _: &GenerationParams,
+    ) -> Result<Vec<String>, GenerateError> {
+        const MOVES: [&str; 4] = ["Up", "Right", "Down", "Left"];
+        Ok(prompts
+            .iter()
+            .map(|_| {
+                self.0 += 1;
+                format!(
+                    "</think><answer>{} || {}</answer>",
+                    MOVES[self.0 % 4],
+                    MOVES[(self.0 / 4) % 4]
+                )
+            })
+            .collect())
+    }
+}
+
+fn record_run(dir: &std::path::Path) {
+    let cfg = base_config("sokoban", false)
+        .unwrap()
+        .user_layers(None, std::iter::empty(), &[])
+        .unwrap()
+        .build()
+        .unwrap();
+    let plugin = load("sokoban", &SandboxArgs::default()).unwrap();
+    let envs = (0..cfg.val_batch_size())
+        .map(|_| -> Result<Box<dyn Env>, EnvCallError> {
+            Ok(Box::new(WasmEnv::new(&plugin, &cfg.env.config, Default::default())?))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let mut pool = EnvPool::new(envs);
+    let p = RolloutParams::from_config(&cfg, pool.spec(), 0.0, 0);
+    let r = evaluate_with(&cfg, &mut Scripted(0), &p, &mut pool, &mut |_| {}).unwrap();
+    assert!(r.trajectories.iter().all(|t| !t.turns.is_empty()));
+    let env = EnvSource {
+        plugin: "sokoban".into(),
+        plugin_sha256: plugin.info().sha256.clone(),
+        env_config: cfg.env.config.clone(),
+    };
+    let mut rep = JsonlReporter::new(RunDir::create(dir).unwrap(), env, 100);
+    rep.report(&TrainEvent::Trajectories {
+        iteration: 0,
+        split: Split::Val,
+        trajectories: &r.trajectories,
+    })
+    .unwrap();
+    rep.report(&TrainEvent::Metrics {
+        iteration: 0,
+        metrics: &r.metrics,
+    })
+    .unwrap();
+}
+
+fn args(dir: &std::path::Path, trajectory: Option<usize>, env: Option<&str>) -> replay::Args {
+    replay::Args {
+        run_dir: dir.to_path_buf(),
+        trajectory,
+        env: env.map(str::to_string),
+        sandbox: SandboxArgs::default(),
+    }
+}
+
+#[test]
+fn recorded_sokoban_trajectories_replay_step_by_step() {
+    let d = tempfile::tempdir().unwrap();
+    record_run(d.path());
+    replay::run(args(d.path(), None, None)).unwrap();
+    replay::run(args(d.path(), Some(1), None)).unwrap();
+
+    // Edit the reward of line 1's first step: replay finds it at that step.
+    let path = d.path().join("trajectories.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let step = &mut lines[1]["turns"][0]["steps"][0]["outcome"]["Ok"];
+    let r = step["reward"].as_f64().unwrap();
+    step["reward"] = (r + 1.0).into();
+    let edited: String = lines
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&path, edited).unwrap();
+    replay::run(args(d.path(), Some(0), None)).unwrap();
+    let err = replay::run(args(d.path(), Some(1), None)).unwrap_err();
+    assert_eq!(exit_code_of(&err), ExitCode::from(14), "{err:#}");
+
+    // Another plugin than the recorded one is refused, naming both digests.
+    let err = replay::run(args(d.path(), Some(0), Some("frozenlake"))).unwrap_err();
+    assert_eq!(exit_code_of(&err), ExitCode::from(11), "{err:#}");
+    let msg = format!("{err:#}");
+    let recorded = lines[0]["plugin_sha256"].as_str().unwrap();
+    assert!(msg.contains(recorded) && msg.contains("differs from the recorded"), "{msg}");
+}
