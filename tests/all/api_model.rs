@@ -95,6 +95,7 @@ fn eval_with_an_api_model_runs_the_validation_protocol_against_llama_cpp_server(
         model: Some("openai:smollm2".into()),
         set: vec!["es_manager.val.env_groups=4".into()],
         no_cpu_profile: false,
+        device: Default::default(),
         base_url: Some(server.base_url.clone()),
         api_key_env: "RAGEN_GYM_TEST_NO_KEY".into(),
         concurrency: 4,

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 fn builtin(name: &str) -> Vec<u8> {
-    ragen_gym_builtins::builtin(name).unwrap().to_vec()
+    ragen_gym_builtins::find(name).unwrap().wasm.to_vec()
 }
 
 /// Every file under `dir`, recursively (temp files included).
@@ -120,6 +120,7 @@ fn publish_then_run_by_tag_and_digest_and_the_lock_catches_a_moved_tag() {
         model: None,
         set: vec![],
         no_cpu_profile: false,
+        device: Default::default(),
         base_url: None,
         api_key_env: "OPENAI_API_KEY".into(),
         concurrency: 1,

@@ -11,7 +11,7 @@ use ragen_gym_cli::report::jsonl::{EnvSource, JsonlReporter};
 use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_sandbox::WasmEnv;
 use ragen_gym_starpo::{
-    CharTokenizer, EnvPool, GenerateError, GenerationParams, Generator, Reporter, RolloutParams,
+    CharTokenizer, EnvPool, GenerateError, Generation, GenerationParams, Generator, Reporter, RolloutParams,
     RunDir, Split, Tokenize, TrainEvent, evaluate_with,
 };
 use std::process::ExitCode;
@@ -27,24 +27,24 @@ impl Generator for Scripted {
         &mut self,
         prompts: &[Vec<u32>],
         _: &GenerationParams,
-    ) -> Result<Vec<String>, GenerateError> {
+    ) -> Result<Vec<Generation>, GenerateError> {
         const MOVES: [&str; 4] = ["Up", "Right", "Down", "Left"];
         Ok(prompts
             .iter()
             .map(|_| {
                 self.0 += 1;
-                format!(
+                Generation::text(format!(
                     "</think><answer>{} || {}</answer>",
                     MOVES[self.0 % 4],
                     MOVES[(self.0 / 4) % 4]
-                )
+                ))
             })
             .collect())
     }
 }
 
 fn record_run(dir: &std::path::Path) {
-    let cfg = base_config("sokoban", false)
+    let cfg = base_config("sokoban", &ragen_gym_policy::Device::Cpu, false)
         .unwrap()
         .user_layers(None, std::iter::empty(), &[])
         .unwrap()

@@ -13,7 +13,9 @@
 use super::openai::{ChatClient, ChatRequest, Completion, RetryPolicy, WireMessage};
 use ragen_gym_core::splitmix64;
 use ragen_gym_starpo::prompt::{Message, Role};
-use ragen_gym_starpo::{GenerateError, GenerationParams, Generator, Tokenize, TokenizeError};
+use ragen_gym_starpo::{
+    GenerateError, Generation, GenerationParams, Generator, Tokenize, TokenizeError,
+};
 use std::time::Duration;
 
 /// A lossless code of chat messages as `u32` ids: `START role text… END` per message, and
@@ -71,7 +73,7 @@ impl ChatCode {
                 return Ok(out);
             }
             i += 1;
-            out.push(Message { role, content });
+            out.push(Message::text(role, content));
         }
         Ok(out)
     }
@@ -89,6 +91,10 @@ impl Tokenize for ChatCode {
         let mut out = vec![Self::START, Self::role_id(Role::Assistant)];
         Self::text(&mut out, forced);
         Ok(out)
+    }
+
+    fn encode_segment_end(&self) -> Result<Vec<u32>, TokenizeError> {
+        Ok(vec![Self::END])
     }
 }
 
@@ -167,7 +173,7 @@ impl Generator for ApiGenerator {
         &mut self,
         prompts: &[Vec<u32>],
         p: &GenerationParams,
-    ) -> Result<Vec<String>, GenerateError> {
+    ) -> Result<Vec<Generation>, GenerateError> {
         let fail = |source: Box<dyn std::error::Error + Send + Sync>| GenerateError {
             prompts: prompts.len(),
             source,
@@ -212,7 +218,7 @@ impl Generator for ApiGenerator {
             .map_err(|e| fail(Box::new(e)))?;
         Ok(out
             .into_iter()
-            .map(|c| restore_stop(c, p.stop_at_answer))
+            .map(|c| Generation::text(restore_stop(c, p.stop_at_answer)))
             .collect())
     }
 }
@@ -224,18 +230,9 @@ mod tests {
     #[test]
     fn chat_code_round_trips_and_drops_the_forced_prefix() {
         let msgs = vec![
-            Message {
-                role: Role::System,
-                content: "You're a helpful assistant.".into(),
-            },
-            Message {
-                role: Role::User,
-                content: "Turn 1:\n#_P# <|im_end|> ünï".into(),
-            },
-            Message {
-                role: Role::Assistant,
-                content: "<answer>Up</answer>".into(),
-            },
+            Message::text(Role::System, "You're a helpful assistant."),
+            Message::text(Role::User, "Turn 1:\n#_P# <|im_end|> ünï"),
+            Message::text(Role::Assistant, "<answer>Up</answer>"),
         ];
         let ids = ChatCode.encode_prompt(&msgs, "<think>").unwrap();
         assert_eq!(ChatCode::decode(&ids).unwrap(), msgs);
