@@ -71,7 +71,11 @@ fn push_raw(host: &str, repo_tag: &str, layer: &[u8], layer_media: &str, config_
         .unwrap();
     rt.block_on(client.push(
         &image,
-        &[ImageLayer::new(layer.to_vec(), layer_media.to_string(), None)],
+        &[ImageLayer::new(
+            layer.to_vec(),
+            layer_media.to_string(),
+            None,
+        )],
         Config::new(b"{}".to_vec(), config_media.to_string(), None),
         &oci_client::secrets::RegistryAuth::Anonymous,
         None,
@@ -144,7 +148,11 @@ fn publish_then_run_by_tag_and_digest_and_the_lock_catches_a_moved_tag() {
     assert_eq!(e.digest, got.digest);
     assert_eq!(e.oci_manifest, Some(manifest));
     assert_eq!(
-        (e.id.as_str(), e.version.as_str(), e.interface_version.as_str()),
+        (
+            e.id.as_str(),
+            e.version.as_str(),
+            e.interface_version.as_str()
+        ),
         ("ragen/Sokoban-v0", "0.1.0", "0.1.0")
     );
     let saved = tempfile::tempdir().unwrap();
@@ -189,7 +197,11 @@ fn publish_then_run_by_tag_and_digest_and_the_lock_catches_a_moved_tag() {
 #[test]
 fn a_registry_that_is_down_is_unreachable_but_pinned_plugins_run_from_the_cache() {
     let mut reg = Registry::start();
-    let r0 = resolver(tempfile::tempdir().unwrap().path(), &[reg.host.clone()], false);
+    let r0 = resolver(
+        tempfile::tempdir().unwrap().path(),
+        &[reg.host.clone()],
+        false,
+    );
     let published = r0
         .publish(
             &builtin("bandit"),
@@ -246,7 +258,9 @@ fn non_component_layers_and_non_wasm_artifacts_are_refused() {
         matches!(&err, RegistryError::NotAComponent { reason, .. } if reason.contains("core wasm module")),
         "{err:?}"
     );
-    let err = r.resolve(&oci(&reg.host, "evil/image:1"), None).unwrap_err();
+    let err = r
+        .resolve(&oci(&reg.host, "evil/image:1"), None)
+        .unwrap_err();
     assert!(
         matches!(&err, RegistryError::NotAWasmArtifact { reason, .. } if reason.contains("application/vnd.oci.image.config.v1+json")),
         "{err:?}"
@@ -264,7 +278,10 @@ fn non_component_layers_and_non_wasm_artifacts_are_refused() {
             BTreeMap::new(),
         )
         .unwrap_err();
-    assert!(matches!(err, RegistryError::NotAComponent { .. }), "{err:?}");
+    assert!(
+        matches!(err, RegistryError::NotAComponent { .. }),
+        "{err:?}"
+    );
     assert!(files(cache.path()).is_empty(), "{:?}", files(cache.path()));
 }
 
@@ -297,7 +314,10 @@ fn pinned_urls_are_verified_and_every_failure_leaves_the_cache_clean() {
     let err = resolver(cache.path(), &[], false)
         .resolve(&url("/bandit.wasm", &good), None)
         .unwrap_err();
-    assert!(matches!(&err, RegistryError::InsecureHost { host, .. } if *host == server.host()), "{err:?}");
+    assert!(
+        matches!(&err, RegistryError::InsecureHost { host, .. } if *host == server.host()),
+        "{err:?}"
+    );
     // no pin: refused before any request unless allowed
     let unpinned: PluginRef = server.url("/bandit.wasm").parse().unwrap();
     let err = r.resolve(&unpinned, None).unwrap_err();
@@ -316,7 +336,9 @@ fn pinned_urls_are_verified_and_every_failure_leaves_the_cache_clean() {
     // truncated download: the body stops at half of its Content-Length
     let err = r.resolve(&url("/truncated.wasm", &good), None).unwrap_err();
     match &err {
-        RegistryError::Truncated { expected, received, .. } => {
+        RegistryError::Truncated {
+            expected, received, ..
+        } => {
             assert_eq!(*expected, Some(bandit.len() as u64));
             assert!(*received < bandit.len() as u64);
         }
@@ -326,9 +348,15 @@ fn pinned_urls_are_verified_and_every_failure_leaves_the_cache_clean() {
     let err = r
         .resolve(&url("/core.wasm", &Digest::of(&core_module)), None)
         .unwrap_err();
-    assert!(matches!(err, RegistryError::NotAComponent { .. }), "{err:?}");
+    assert!(
+        matches!(err, RegistryError::NotAComponent { .. }),
+        "{err:?}"
+    );
     let err = r.resolve(&url("/gone.wasm", &good), None).unwrap_err();
-    assert!(matches!(err, RegistryError::Status { status: 404, .. }), "{err:?}");
+    assert!(
+        matches!(err, RegistryError::Status { status: 404, .. }),
+        "{err:?}"
+    );
     // nothing was written by any failure
     assert!(files(cache.path()).is_empty(), "{:?}", files(cache.path()));
 

@@ -11,8 +11,8 @@ use ragen_gym_cli::report::jsonl::{EnvSource, JsonlReporter};
 use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_sandbox::WasmEnv;
 use ragen_gym_starpo::{
-    CharTokenizer, EnvPool, GenerateError, Generation, GenerationParams, Generator, Reporter, RolloutParams,
-    RunDir, Split, Tokenize, TrainEvent, evaluate_with,
+    CharTokenizer, EnvPool, GenerateError, Generation, GenerationParams, Generator, Reporter,
+    RolloutParams, RunDir, Split, Tokenize, TrainEvent, evaluate_with,
 };
 use std::process::ExitCode;
 
@@ -53,7 +53,11 @@ fn record_run(dir: &std::path::Path) {
     let plugin = load("sokoban", &SandboxArgs::default()).unwrap();
     let envs = (0..cfg.val_batch_size())
         .map(|_| -> Result<Box<dyn Env>, EnvCallError> {
-            Ok(Box::new(WasmEnv::new(&plugin, &cfg.env.config, Default::default())?))
+            Ok(Box::new(WasmEnv::new(
+                &plugin,
+                &cfg.env.config,
+                Default::default(),
+            )?))
         })
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
@@ -106,10 +110,7 @@ fn recorded_sokoban_trajectories_replay_step_by_step() {
     let step = &mut lines[1]["turns"][0]["steps"][0]["outcome"]["Ok"];
     let r = step["reward"].as_f64().unwrap();
     step["reward"] = (r + 1.0).into();
-    let edited: String = lines
-        .iter()
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let edited: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&path, edited).unwrap();
     replay::run(args(d.path(), Some(0), None)).unwrap();
     let err = replay::run(args(d.path(), Some(1), None)).unwrap_err();
@@ -120,5 +121,8 @@ fn recorded_sokoban_trajectories_replay_step_by_step() {
     assert_eq!(exit_code_of(&err), ExitCode::from(11), "{err:#}");
     let msg = format!("{err:#}");
     let recorded = lines[0]["plugin_sha256"].as_str().unwrap();
-    assert!(msg.contains(recorded) && msg.contains("differs from the recorded"), "{msg}");
+    assert!(
+        msg.contains(recorded) && msg.contains("differs from the recorded"),
+        "{msg}"
+    );
 }

@@ -5,15 +5,14 @@
 //! - [`HttpServer`]: a small HTTP/1.1 file server on `std::net` whose responses are scripted per
 //!   path (status, body, a Content-Length that may promise more than it sends, headers), and
 //!   which counts requests;
-//! - [`LlamaServer`]: llama-cpp-python's OpenAI-compatible server (`python -m llama_cpp.server`)
-//!   serving the default model's GGUF.
+//! - [`ChatServer`]: an OpenAI-compatible chat-completions server (tiny_http) whose answers a
+//!   test scripts, recording each request and the peak number in flight.
 //!
 //! A missing tool fails the test with the command that installs it (`scripts/setup.sh`).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -97,7 +96,9 @@ impl Registry {
             host: format!("127.0.0.1:{port}"),
             _dir: dir,
         };
-        let up = wait_until(Duration::from_secs(20), || get_status(port, "/v2/") == Some(200));
+        let up = wait_until(Duration::from_secs(20), || {
+            get_status(port, "/v2/") == Some(200)
+        });
         if !up {
             stop(&mut r.child);
             panic!("docker-registry did not answer on {} within 20 s", r.host);
@@ -197,7 +198,10 @@ impl HttpServer {
 
     /// Answer `path` with `replies`, in order.
     pub fn route(&self, path: &str, replies: Vec<Reply>) {
-        self.routes.lock().unwrap().insert(path.to_string(), replies);
+        self.routes
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), replies);
     }
 
     /// `http://127.0.0.1:PORT{path}`.
@@ -288,74 +292,154 @@ fn serve(
     let _ = conn.shutdown(std::net::Shutdown::Both);
 }
 
-/// The repository root.
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+/// One chat-completion request as the [`ChatServer`] saw it.
+#[derive(Debug, Clone)]
+pub struct SeenRequest {
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+    /// The JSON body.
+    pub body: serde_json::Value,
 }
 
-/// llama-cpp-python's server on a free port, serving the default model as `smollm2`.
-pub struct LlamaServer {
-    child: Child,
+/// What the [`ChatServer`]'s policy answers: a status (200: `content` becomes the completion)
+/// and the text (or error body).
+pub type ChatPolicy = dyn Fn(usize, &serde_json::Value) -> (u16, String) + Send + Sync;
+
+/// An OpenAI-compatible chat server on loopback (tiny_http, 8 worker threads): `POST
+/// /v1/chat/completions` answers `{"choices":[{"message":{"role":"assistant","content":…},
+/// "finish_reason":"stop"}], …}` with the text its policy returns for the request (numbered in
+/// arrival order), or the policy's error status; `GET /v1/models` lists one model. It records
+/// every request and the most requests it ever had in flight; each completion takes `delay`.
+pub struct ChatServer {
     /// `http://127.0.0.1:PORT/v1`.
     pub base_url: String,
+    seen: Arc<Mutex<Vec<SeenRequest>>>,
+    peak: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-impl LlamaServer {
-    /// The Python with llama-cpp-python: `$RAGEN_GYM_LLAMA_PYTHON`, else the project venv's.
-    pub fn python() -> PathBuf {
-        std::env::var_os("RAGEN_GYM_LLAMA_PYTHON")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| repo_root().join(".venv/bin/python"))
-    }
-
-    /// Start it (2 threads, 2048-token context) and wait at most 120 s for `/v1/models`.
-    pub fn start(gguf: &Path) -> Self {
-        let port = free_port();
-        let python = Self::python();
-        let child = Command::new(&python)
-            .args(["-m", "llama_cpp.server", "--model"])
-            .arg(gguf)
-            .args([
-                "--model_alias",
-                "smollm2",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--n_ctx",
-                "2048",
-                "--n_threads",
-                "2",
-                "--verbose",
-                "false",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start {} -m llama_cpp.server ({e}); install llama-cpp-python with scripts/setup.sh", python.display())
-            });
-        let mut s = Self {
-            child,
+impl ChatServer {
+    /// Serve `policy`, each completion taking `delay`.
+    pub fn start(delay: Duration, policy: Box<ChatPolicy>) -> Self {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let port = server.server_addr().to_ip().unwrap().port();
+        let seen: Arc<Mutex<Vec<SeenRequest>>> = Arc::default();
+        let peak = Arc::new(AtomicUsize::new(0));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let policy: Arc<ChatPolicy> = Arc::from(policy);
+        let threads = (0..8)
+            .map(|_| {
+                let (server, seen, peak, in_flight, stop, policy) = (
+                    server.clone(),
+                    seen.clone(),
+                    peak.clone(),
+                    in_flight.clone(),
+                    stop.clone(),
+                    policy.clone(),
+                );
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        let Ok(Some(mut req)) = server.recv_timeout(Duration::from_millis(50))
+                        else {
+                            continue;
+                        };
+                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        peak.fetch_max(now, Ordering::SeqCst);
+                        let (status, body) = chat_reply(&mut req, &seen, &*policy, delay);
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        let json = tiny_http::Header::from_bytes(
+                            &b"Content-Type"[..],
+                            &b"application/json"[..],
+                        )
+                        .unwrap();
+                        let _ = req.respond(
+                            tiny_http::Response::from_string(body)
+                                .with_status_code(status)
+                                .with_header(json),
+                        );
+                    }
+                })
+            })
+            .collect();
+        Self {
             base_url: format!("http://127.0.0.1:{port}/v1"),
-        };
-        let up = wait_until(Duration::from_secs(120), || {
-            get_status(port, "/v1/models") == Some(200)
-        });
-        if !up {
-            let status = s.child.try_wait().ok().flatten();
-            stop(&mut s.child);
-            panic!(
-                "llama_cpp.server did not answer on port {port} within 120 s (exited: {status:?}); is llama-cpp-python[server] installed in {}? run scripts/setup.sh",
-                python.display()
-            );
+            seen,
+            peak,
+            stop,
+            threads,
         }
-        s
+    }
+
+    /// Every completion request so far, in arrival order.
+    pub fn requests(&self) -> Vec<SeenRequest> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The most completion requests that were in flight at once.
+    pub fn peak_in_flight(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
     }
 }
 
-impl Drop for LlamaServer {
+impl Drop for ChatServer {
     fn drop(&mut self) {
-        stop(&mut self.child);
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
+}
+
+fn chat_reply(
+    req: &mut tiny_http::Request,
+    seen: &Mutex<Vec<SeenRequest>>,
+    policy: &ChatPolicy,
+    delay: Duration,
+) -> (u16, String) {
+    let url = req.url().to_string();
+    if *req.method() == tiny_http::Method::Get && url == "/v1/models" {
+        return (
+            200,
+            r#"{"object":"list","data":[{"id":"mock","object":"model"}]}"#.into(),
+        );
+    }
+    if *req.method() != tiny_http::Method::Post || url != "/v1/chat/completions" {
+        return (404, r#"{"error":{"message":"not found"}}"#.into());
+    }
+    let mut text = String::new();
+    if req.as_reader().read_to_string(&mut text).is_err() {
+        return (400, r#"{"error":{"message":"unreadable body"}}"#.into());
+    }
+    let Ok(body) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return (400, r#"{"error":{"message":"body is not JSON"}}"#.into());
+    };
+    let authorization = req
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Authorization"))
+        .map(|h| h.value.to_string());
+    let n = {
+        let mut s = seen.lock().unwrap();
+        s.push(SeenRequest {
+            authorization,
+            body: body.clone(),
+        });
+        s.len() - 1
+    };
+    std::thread::sleep(delay);
+    let (status, content) = policy(n, &body);
+    if status != 200 {
+        return (status, format!(r#"{{"error":{{"message":{content:?}}}}}"#));
+    }
+    let reply = serde_json::json!({
+        "id": format!("chatcmpl-{n}"),
+        "object": "chat.completion",
+        "model": body["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    });
+    (200, reply.to_string())
 }

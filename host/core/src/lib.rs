@@ -37,8 +37,8 @@ pub use manifest::{Capabilities, MANIFEST_SECTION, Manifest, ManifestLimits, Plu
 pub use ragen_gym_sdk::{
     EnvError, EnvSpec, Metric, ResetResult, RewardBreakdown, StepResult, Symbol,
 };
+pub use replay::{Divergence, replay_trajectory};
 pub use reward::{RewardError, RewardFunction};
 pub use rng::splitmix64;
-pub use replay::{Divergence, replay_trajectory};
 pub use trajectory::{Step, Trajectory, Turn};
 pub use version::{INTERFACE_VERSION, InterfaceMismatch, check_interface_version};

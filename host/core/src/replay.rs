@@ -57,7 +57,11 @@ fn step_difference(rec: &StepResult, got: &StepResult) -> Option<(&'static str, 
         ));
     }
     if !same_f64(rec.reward, got.reward) {
-        return Some(("reward", format!("{:?}", rec.reward), format!("{:?}", got.reward)));
+        return Some((
+            "reward",
+            format!("{:?}", rec.reward),
+            format!("{:?}", got.reward),
+        ));
     }
     flag("terminated", rec.terminated, got.terminated)
         .or_else(|| flag("truncated", rec.truncated, got.truncated))
@@ -252,7 +256,11 @@ mod tests {
             })
         }
         fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
-            let (d, r) = if action == "Right" { (1, 1.0) } else { (-1, -0.5) };
+            let (d, r) = if action == "Right" {
+                (1, 1.0)
+            } else {
+                (-1, -0.5)
+            };
             self.pos += d + self.bias;
             Ok(StepResult {
                 observation: format!("at {}", self.pos),
@@ -322,7 +330,10 @@ mod tests {
         assert_eq!(s, ReplaySummary { turns: 2, steps: 3 });
         // a JSON round trip (trajectories.jsonl) keeps it replayable
         let back: Trajectory = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
-        assert_eq!(replay_trajectory(&mut Line::new(0), &back).unwrap().steps, 3);
+        assert_eq!(
+            replay_trajectory(&mut Line::new(0), &back).unwrap().steps,
+            3
+        );
     }
 
     #[test]

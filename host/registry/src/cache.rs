@@ -45,7 +45,10 @@ impl PluginCache {
 
     pub(crate) fn path(&self, kind: Kind, digest: &Digest) -> PathBuf {
         match kind {
-            Kind::Component => self.dir.join("sha256").join(format!("{}.wasm", digest.hex())),
+            Kind::Component => self
+                .dir
+                .join("sha256")
+                .join(format!("{}.wasm", digest.hex())),
             Kind::OciManifest => self
                 .dir
                 .join("oci-manifests/sha256")

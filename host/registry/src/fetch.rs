@@ -28,14 +28,15 @@ pub(crate) async fn download(
     max_bytes: u64,
 ) -> Result<Vec<u8>, RegistryError> {
     let shown = url.to_string();
-    let mut resp = client
-        .get(url.clone())
-        .send()
-        .await
-        .map_err(|e| RegistryError::Unreachable {
-            url: shown.clone(),
-            reason: chain(&e),
-        })?;
+    let mut resp =
+        client
+            .get(url.clone())
+            .send()
+            .await
+            .map_err(|e| RegistryError::Unreachable {
+                url: shown.clone(),
+                reason: chain(&e),
+            })?;
     let status = resp.status();
     if !status.is_success() {
         return Err(RegistryError::Status {

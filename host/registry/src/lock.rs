@@ -114,11 +114,9 @@ impl LockFile {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        write_atomic(path, format!("{HEADER}{body}").as_bytes()).map_err(|source| {
-            LockError::Io {
-                path: path.to_path_buf(),
-                source,
-            }
+        write_atomic(path, format!("{HEADER}{body}").as_bytes()).map_err(|source| LockError::Io {
+            path: path.to_path_buf(),
+            source,
         })
     }
 
@@ -140,11 +138,12 @@ impl LockFile {
         reference: &str,
         path: &Path,
     ) -> Result<&LockedPlugin, LockError> {
-        self.find(role, reference).ok_or_else(|| LockError::NotLocked {
-            role: role.to_string(),
-            reference: reference.to_string(),
-            path: path.to_path_buf(),
-        })
+        self.find(role, reference)
+            .ok_or_else(|| LockError::NotLocked {
+                role: role.to_string(),
+                reference: reference.to_string(),
+                path: path.to_path_buf(),
+            })
     }
 
     /// Add or replace the entry for (`entry.role`, `entry.reference`).
@@ -187,15 +186,25 @@ mod tests {
         lock.write(&path).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("# ragen-gym.lock"), "{text}");
-        assert!(text.contains(&format!("digest = \"{}\"", Digest::of(b"b"))), "{text}");
+        assert!(
+            text.contains(&format!("digest = \"{}\"", Digest::of(b"b"))),
+            "{text}"
+        );
         let back = LockFile::read(&path).unwrap();
         assert_eq!(back, lock);
         assert!(
-            back.find(PluginRole::Reward, "oci://127.0.0.1:5000/ragen/sokoban:0.1.0")
-                .is_none()
+            back.find(
+                PluginRole::Reward,
+                "oci://127.0.0.1:5000/ragen/sokoban:0.1.0"
+            )
+            .is_none()
         );
         let e = back.require(PluginRole::Env, "sokoban", &path).unwrap_err();
-        assert!(e.to_string().contains("env plugin sokoban is not in lock file"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("env plugin sokoban is not in lock file"),
+            "{e}"
+        );
     }
 
     #[test]

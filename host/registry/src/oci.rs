@@ -179,7 +179,9 @@ pub(crate) async fn push(
         OciImageManifest::build(std::slice::from_ref(&layer), &config, Some(annotations));
     manifest.schema_version = 2;
     manifest.media_type = Some(OCI_MANIFEST_MEDIA_TYPE.to_string());
-    client.store_auth_if_needed(image.resolve_registry(), &auth()).await;
+    client
+        .store_auth_if_needed(image.resolve_registry(), &auth())
+        .await;
     client
         .push_blob(image, layer.data.clone(), &manifest.layers[0].digest)
         .await?;

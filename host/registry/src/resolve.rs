@@ -82,10 +82,16 @@ pub struct Published {
 impl Published {
     /// The reference pinned by manifest digest.
     pub fn pinned_reference(&self) -> String {
-        let base = self.reference.rsplit_once(':').map_or(
-            self.reference.as_str(),
-            |(b, tag)| if tag.contains('/') { &self.reference } else { b },
-        );
+        let base = self
+            .reference
+            .rsplit_once(':')
+            .map_or(self.reference.as_str(), |(b, tag)| {
+                if tag.contains('/') {
+                    &self.reference
+                } else {
+                    b
+                }
+            });
         format!("{base}@{}", self.manifest)
     }
 }
@@ -253,19 +259,23 @@ impl Resolver {
         );
         let rt = self.runtime()?;
         // A manifest named by digest is immutable: take it from the cache when we have it.
-        let pinned_manifest = image.digest().map(Digest::parse).transpose().map_err(|reason| {
-            InvalidReference {
+        let pinned_manifest = image
+            .digest()
+            .map(Digest::parse)
+            .transpose()
+            .map_err(|reason| InvalidReference {
                 reference: shown.to_string(),
                 reason,
-            }
-        })?;
+            })?;
         let cached_manifest = pinned_manifest
             .as_ref()
             .and_then(|d| self.cache.get_kind(Kind::OciManifest, d).map(|m| (m, *d)));
         let (raw, manifest_digest) = match cached_manifest {
             Some(m) => m,
             None => {
-                let (raw, digest) = rt.block_on(oci::pull_manifest(&client, image)).map_err(map)?;
+                let (raw, digest) = rt
+                    .block_on(oci::pull_manifest(&client, image))
+                    .map_err(map)?;
                 let digest = Digest::parse(&digest).map_err(|reason| RegistryError::Registry {
                     reference: shown.to_string(),
                     reason: format!("the registry sent a bad manifest digest: {reason}"),
@@ -275,12 +285,11 @@ impl Resolver {
         };
         let manifest = oci::parse_manifest(shown, &raw)?;
         let layer = oci::check_manifest(shown, &manifest)?;
-        let layer_digest = Digest::parse(&layer.digest).map_err(|reason| {
-            RegistryError::NotAWasmArtifact {
+        let layer_digest =
+            Digest::parse(&layer.digest).map_err(|reason| RegistryError::NotAWasmArtifact {
                 reference: shown.to_string(),
                 reason: format!("layer digest: {reason}"),
-            }
-        })?;
+            })?;
         check_lock(&layer_digest)?;
         let (bytes, origin) = match self.cache.get(&layer_digest) {
             Some(b) => (b, Origin::Cache),

@@ -51,7 +51,9 @@ fn run_protocol(
 ) -> Result<(EvalResult, Vec<Vec<TokenTrace>>), RolloutError> {
     let v = cfg.es_manager.val;
     let seeds = group_seeds(cfg.seed.val, v.env_groups, v.group_size);
-    let out = rollout(pool, &seeds, generator, p, &mut |pr| on_progress(pr.generated))?;
+    let out = rollout(pool, &seeds, generator, p, &mut |pr| {
+        on_progress(pr.generated)
+    })?;
     let (trajs, traces) = (out.trajectories, out.traces);
     let metrics = rollout_metrics("val-env", &trajs, v.group_size);
     let episodes = trajs.len();

@@ -155,7 +155,11 @@ impl SandboxArgs {
 ///
 /// # Errors
 /// An unknown, unreachable or unverifiable plugin, or one the lock file refuses.
-pub fn fetch_plugin(spec: &str, role: PluginRole, src: &SourceArgs) -> anyhow::Result<PluginSource> {
+pub fn fetch_plugin(
+    spec: &str,
+    role: PluginRole,
+    src: &SourceArgs,
+) -> anyhow::Result<PluginSource> {
     let lock = src
         .locked
         .as_ref()

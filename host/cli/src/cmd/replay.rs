@@ -133,8 +133,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .into());
         }
         let env_config = rec.env_config.clone().unwrap_or_default();
-        let mut env = WasmEnv::new(plugin, &env_config, args.sandbox.grants()?)
-            .with_context(|| format!("failed to build env {reference} with config {env_config:?}"))?;
+        let mut env =
+            WasmEnv::new(plugin, &env_config, args.sandbox.grants()?).with_context(|| {
+                format!("failed to build env {reference} with config {env_config:?}")
+            })?;
         let label = format!(
             "trajectory {i} (seed {}, group {}{}{})",
             t.seed,

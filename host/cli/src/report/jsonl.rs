@@ -58,7 +58,10 @@ impl JsonlReporter {
             o.insert("iteration".into(), iteration.into());
             o.insert("split".into(), split.into());
             o.insert("plugin".into(), self.env.plugin.clone().into());
-            o.insert("plugin_sha256".into(), self.env.plugin_sha256.clone().into());
+            o.insert(
+                "plugin_sha256".into(),
+                self.env.plugin_sha256.clone().into(),
+            );
             o.insert("env_config".into(), self.env.env_config.clone().into());
             o.insert("score".into(), t.score().into());
         }

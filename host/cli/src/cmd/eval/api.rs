@@ -249,7 +249,10 @@ mod tests {
             restore_stop(c("x</think><answer>Up", "stop"), true),
             "x</think><answer>Up</answer>"
         );
-        assert_eq!(restore_stop(c("x</think><answer>Up", "length"), true), "x</think><answer>Up");
+        assert_eq!(
+            restore_stop(c("x</think><answer>Up", "length"), true),
+            "x</think><answer>Up"
+        );
         assert_eq!(restore_stop(c("no answer", "stop"), true), "no answer");
         assert_eq!(restore_stop(c("<answer>Up", "stop"), false), "<answer>Up");
     }

@@ -57,7 +57,11 @@ pub struct Args {
     pub base_url: Option<String>,
     /// With an API model: the environment variable holding the API key (sent as a bearer token;
     /// nothing is sent when it is unset).
-    #[arg(long = "api-key-env", value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    #[arg(
+        long = "api-key-env",
+        value_name = "VAR",
+        default_value = "OPENAI_API_KEY"
+    )]
     pub api_key_env: String,
     /// With an API model: most requests in flight (RAGEN `model_config.max_concurrency`: 16).
     #[arg(long, default_value_t = 16)]
@@ -67,7 +71,11 @@ pub struct Args {
     #[arg(long = "max-retries", default_value_t = 5)]
     pub max_retries: u32,
     /// With an API model: seconds allowed per request attempt.
-    #[arg(long = "request-timeout", value_name = "SECONDS", default_value_t = 600)]
+    #[arg(
+        long = "request-timeout",
+        value_name = "SECONDS",
+        default_value_t = 600
+    )]
     pub request_timeout: u64,
     /// Write `ragen-gym.lock` into DIR (and, with `--model`, `trajectories.jsonl` and
     /// `metrics.jsonl`, so `ragen-gym replay DIR` can re-run the episodes).

@@ -83,20 +83,22 @@ fn eval_config(
 fn record(dir: &Path, env: EnvSource, r: &EvalResult) -> anyhow::Result<()> {
     let run = RunDir::create(dir)?;
     let mut reporter = JsonlReporter::new(run, env, r.trajectories.len());
-    reporter.report(&TrainEvent::Trajectories {
-        iteration: 0,
-        split: Split::Val,
-        trajectories: &r.trajectories,
-    })
-    .map_err(|e| anyhow::anyhow!(e))?;
+    reporter
+        .report(&TrainEvent::Trajectories {
+            iteration: 0,
+            split: Split::Val,
+            trajectories: &r.trajectories,
+        })
+        .map_err(|e| anyhow::anyhow!(e))?;
     let mut metrics = r.metrics.clone();
     metrics.insert("val-env/success_rate".into(), r.success_rate);
     metrics.insert("val-env/mean_return".into(), r.mean_return);
-    reporter.report(&TrainEvent::Metrics {
-        iteration: 0,
-        metrics: &metrics,
-    })
-    .map_err(|e| anyhow::anyhow!(e))?;
+    reporter
+        .report(&TrainEvent::Metrics {
+            iteration: 0,
+            metrics: &metrics,
+        })
+        .map_err(|e| anyhow::anyhow!(e))?;
     Ok(())
 }
 
@@ -113,7 +115,12 @@ pub fn run_model(args: &Args, model: &str, device: &pol::Device) -> anyhow::Resu
     let n = cfg.val_batch_size();
     let mut sandbox = args.sandbox.clone();
     sandbox.max_instances = Some(u32::try_from(cfg.live_env_instances()).unwrap_or(u32::MAX));
-    let (plugin, lock) = load_into(&sandbox.sandbox()?, &args.env, PluginRole::Env, &sandbox.source)?;
+    let (plugin, lock) = load_into(
+        &sandbox.sandbox()?,
+        &args.env,
+        PluginRole::Env,
+        &sandbox.source,
+    )?;
     let grants = sandbox.grants()?;
     let envs = (0..n)
         .map(|_| -> Result<Box<dyn Env>, EnvCallError> {
@@ -127,10 +134,9 @@ pub fn run_model(args: &Args, model: &str, device: &pol::Device) -> anyhow::Resu
     let mut pool = EnvPool::new(envs);
     let (r, source) = match model.strip_prefix("openai:") {
         Some(name) => {
-            let base_url = args
-                .base_url
-                .clone()
-                .context("--model openai:NAME needs --base-url URL (e.g. http://127.0.0.1:8000/v1)")?;
+            let base_url = args.base_url.clone().context(
+                "--model openai:NAME needs --base-url URL (e.g. http://127.0.0.1:8000/v1)",
+            )?;
             let mut generator = ApiGenerator::new(&ApiSettings {
                 model: name.to_string(),
                 base_url,

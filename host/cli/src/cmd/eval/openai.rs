@@ -222,7 +222,10 @@ impl ChatClient {
                 })?;
                 out[i] = Some(r?);
             }
-            Ok(out.into_iter().map(|c| c.expect("every task joined")).collect())
+            Ok(out
+                .into_iter()
+                .map(|c| c.expect("every task joined"))
+                .collect())
         })
     }
 }
@@ -254,10 +257,14 @@ impl Inner {
                         url: self.url.clone(),
                         reason: format!("{:#}", anyhow::Error::new(e)),
                     })?;
-                    let choice = body.choices.into_iter().next().ok_or_else(|| ChatError::Body {
-                        url: self.url.clone(),
-                        reason: "no choices".into(),
-                    })?;
+                    let choice =
+                        body.choices
+                            .into_iter()
+                            .next()
+                            .ok_or_else(|| ChatError::Body {
+                                url: self.url.clone(),
+                                reason: "no choices".into(),
+                            })?;
                     return Ok(Completion {
                         text: choice.message.content.unwrap_or_default(),
                         finish_reason: choice.finish_reason,
@@ -270,7 +277,13 @@ impl Inner {
                         .get(reqwest::header::RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.trim().parse::<u64>().ok());
-                    let body: String = resp.text().await.unwrap_or_default().chars().take(300).collect();
+                    let body: String = resp
+                        .text()
+                        .await
+                        .unwrap_or_default()
+                        .chars()
+                        .take(300)
+                        .collect();
                     let failure = ChatError::Status {
                         url: self.url.clone(),
                         status,
