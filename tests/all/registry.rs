@@ -101,7 +101,7 @@ fn publish_then_run_by_tag_and_digest_and_the_lock_catches_a_moved_tag() {
 
     // The registry holds the CNCF Wasm artifact: wasm config, one application/wasm layer.
     let cache = tempfile::tempdir().unwrap();
-    let r = resolver(cache.path(), &[reg.host.clone()], false);
+    let r = resolver(cache.path(), std::slice::from_ref(&reg.host), false);
     let got = r.resolve(&tag.parse().unwrap(), None).unwrap();
     assert_eq!(got.bytes, builtin("sokoban"));
     assert_eq!(got.digest, Digest::of(&builtin("sokoban")));
@@ -211,7 +211,7 @@ fn a_registry_that_is_down_is_unreachable_but_pinned_plugins_run_from_the_cache(
         )
         .unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let r = resolver(cache.path(), &[reg.host.clone()], false);
+    let r = resolver(cache.path(), std::slice::from_ref(&reg.host), false);
     let pinned: PluginRef = published.pinned_reference().parse().unwrap();
     r.resolve(&pinned, None).unwrap();
     reg.stop();
@@ -252,7 +252,7 @@ fn non_component_layers_and_non_wasm_artifacts_are_refused() {
         "application/vnd.oci.image.config.v1+json",
     );
     let cache = tempfile::tempdir().unwrap();
-    let r = resolver(cache.path(), &[reg.host.clone()], false);
+    let r = resolver(cache.path(), std::slice::from_ref(&reg.host), false);
     let err = r.resolve(&oci(&reg.host, "evil/core:1"), None).unwrap_err();
     assert!(
         matches!(&err, RegistryError::NotAComponent { reason, .. } if reason.contains("core wasm module")),

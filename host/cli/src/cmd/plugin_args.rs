@@ -254,6 +254,9 @@ pub fn load_into(
     Ok((plugin, entry))
 }
 
+/// The reward functions of a run, in `--reward-plugin` order.
+pub type RewardFunctions = Vec<Box<dyn RewardFunction>>;
+
 /// Load every `--reward-plugin` (a built-in name or any plugin reference) into the run's sandbox
 /// (`train --reward-plugin FILE`: sandboxed reward functions whose `score(trajectory)` is added
 /// to the env rewards of every trajectory), with their lock entries.
@@ -265,7 +268,7 @@ pub fn load_reward_functions(
     sandbox: &Sandbox,
     specs: &[String],
     src: &SourceArgs,
-) -> anyhow::Result<(Vec<Box<dyn RewardFunction>>, Vec<LockedPlugin>)> {
+) -> anyhow::Result<(RewardFunctions, Vec<LockedPlugin>)> {
     let mut functions = Vec::new();
     let mut entries = Vec::new();
     for spec in specs {
