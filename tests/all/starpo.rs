@@ -9,12 +9,20 @@ use ragen_gym_cli::report::tensorboard::{TensorBoardReporter, event_files, read_
 use ragen_gym_starpo::prompt::{CharTokenizer, PromptConfig, Tokenize, env_prefix};
 use ragen_gym_starpo::seeds::group_seeds;
 use ragen_gym_starpo::{
-    ConfigBuilder, EnvPool, GenerateError, Generation, GenerationParams, Generator, RolloutParams,
-    RunDir, TrainSetup, Trainer, rollout,
+    ConfigBuilder, EnvPool, EnvPreset, GenerateError, Generation, GenerationParams, Generator,
+    Profile, RolloutParams, RunDir, TrainSetup, Trainer, rollout,
 };
 
 fn bandit() -> &'static Builtin {
     ragen_gym_builtins::find("bandit").expect("bandit is built in")
+}
+
+/// The bandit preset as a GPU run sees it (without its `[cpu.*]` tables).
+fn bandit_preset() -> EnvPreset<'static> {
+    EnvPreset {
+        name: "bandit",
+        toml: bandit().preset.expect("a preset"),
+    }
 }
 
 fn native_bandit() -> ragen_gym_builtins::NativeConstructor {
@@ -43,7 +51,7 @@ fn bandit_pool(n: usize) -> EnvPool {
 
 fn params() -> RolloutParams {
     let cfg = ConfigBuilder::new()
-        .layer_str(bandit().preset.expect("a preset"), "bandit")
+        .layer_preset(bandit_preset(), Profile::Full)
         .unwrap()
         .build()
         .unwrap();
@@ -132,7 +140,7 @@ fn train_one_iteration_then_resume_with_the_default_model() {
             RunDir::open(&run_dir).unwrap().resume_config().unwrap()
         } else {
             ConfigBuilder::new()
-                .layer_str(bandit().preset.expect("a preset"), "bandit")
+                .layer_preset(bandit_preset(), Profile::Full)
                 .unwrap()
                 .layer_str(
                     "[es_manager.train]\nenv_groups = 1\ngroup_size = 2\n[es_manager.val]\nenv_groups = 1\n\

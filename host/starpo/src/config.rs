@@ -372,6 +372,21 @@ pub enum Profile {
     Full,
 }
 
+/// The table of an env preset that holds the env's CPU-profile settings, e.g.
+/// `[cpu.trainer] total_training_steps = 12` in `configs/bandit.toml`: the same sections as
+/// any config, applied after the rest of the preset and only with [`Profile::Cpu`], so a GPU run
+/// of the same env keeps RAGEN's sizes.
+pub const PRESET_CPU_TABLE: &str = "cpu";
+
+/// Parse a config layer's TOML text; `source_name` names it in errors.
+fn parse_table(text: &str, source_name: &str) -> Result<toml::Table, ConfigError> {
+    text.parse()
+        .map_err(|e: toml::de::Error| ConfigError::Parse {
+            source_name: source_name.into(),
+            message: e.to_string(),
+        })
+}
+
 /// A built-in env's config preset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EnvPreset<'a> {
@@ -390,10 +405,46 @@ impl ConfigBuilder {
         if profile == Profile::Cpu {
             b = b.layer_str(CPU_PROFILE_TOML, "the CPU profile (configs/cpu.toml)")?;
         }
-        if let Some(p) = preset {
-            b = b.layer_str(p.toml, &format!("the {} preset", p.name))?;
+        match preset {
+            Some(p) => b.layer_preset(p, profile),
+            None => Ok(b),
         }
-        Ok(b)
+    }
+
+    /// Merge an env preset for `profile`. Its `[cpu.<section>]` tables (see
+    /// [`PRESET_CPU_TABLE`]) are the env's own CPU settings: they apply on top of the rest of
+    /// the preset with [`Profile::Cpu`] only, and are checked for unknown keys either way.
+    pub fn layer_preset(
+        self,
+        preset: EnvPreset<'_>,
+        profile: Profile,
+    ) -> Result<Self, ConfigError> {
+        let source = format!("the {} preset", preset.name);
+        let mut table = parse_table(preset.toml, &source)?;
+        let cpu = table.remove(PRESET_CPU_TABLE);
+        let b = self.layer_table(table, &source)?;
+        match cpu {
+            None => Ok(b),
+            Some(toml::Value::Table(cpu)) => {
+                let source = format!(
+                    "the [{PRESET_CPU_TABLE}] tables of the {} preset",
+                    preset.name
+                );
+                check_known(&cpu, &b.known, "", &source)?;
+                if profile == Profile::Cpu {
+                    b.layer_table(cpu, &source)
+                } else {
+                    Ok(b)
+                }
+            }
+            Some(other) => Err(ConfigError::Parse {
+                source_name: source,
+                message: format!(
+                    "`{PRESET_CPU_TABLE}` must be a table of config sections, not a {}",
+                    other.type_str()
+                ),
+            }),
+        }
     }
 
     /// The user's layers, in order: an experiment `file`, `RAGEN_<SECTION>__<KEY>` variables
@@ -431,13 +482,12 @@ impl ConfigBuilder {
     }
 
     /// Merge a TOML text layer; `source_name` names it in errors.
-    pub fn layer_str(mut self, text: &str, source_name: &str) -> Result<Self, ConfigError> {
-        let table: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| ConfigError::Parse {
-                source_name: source_name.into(),
-                message: e.to_string(),
-            })?;
+    pub fn layer_str(self, text: &str, source_name: &str) -> Result<Self, ConfigError> {
+        self.layer_table(parse_table(text, source_name)?, source_name)
+    }
+
+    /// Merge a parsed TOML table; `source_name` names it in errors.
+    fn layer_table(mut self, table: toml::Table, source_name: &str) -> Result<Self, ConfigError> {
         check_known(&table, &self.known, "", source_name)?;
         merge(&mut self.merged, table);
         Ok(self)
@@ -838,6 +888,55 @@ mod tests {
             .unwrap();
         assert_eq!(full, Config::default_config());
         assert_eq!(full.live_env_instances(), 128 + 256 + 16);
+    }
+
+    #[test]
+    fn a_presets_cpu_tables_apply_on_the_cpu_profile_only() {
+        let preset = EnvPreset {
+            name: "toy",
+            toml: "[actor]\nactor_lr = 3e-5\n[cpu.actor]\nactor_lr = 7e-4\n\
+                   [cpu.trainer]\ntotal_training_steps = 9\n",
+        };
+        let build = |profile| {
+            ConfigBuilder::for_env(Some(preset), profile)
+                .unwrap()
+                .build()
+                .unwrap()
+        };
+        let cpu = build(Profile::Cpu);
+        assert_eq!(
+            (cpu.actor.actor_lr, cpu.trainer.total_training_steps),
+            (7e-4, 9)
+        );
+        let full = build(Profile::Full);
+        assert_eq!(
+            (full.actor.actor_lr, full.trainer.total_training_steps),
+            (3e-5, 200)
+        );
+        // the CPU tables are checked on every profile; a bad one names the preset and the key
+        for profile in [Profile::Cpu, Profile::Full] {
+            let bad = EnvPreset {
+                name: "toy",
+                toml: "[cpu.actor]\nactor_rl = 1e-4\n",
+            };
+            let e = ConfigBuilder::for_env(Some(bad), profile)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                e,
+                "unknown config key `actor.actor_rl` in the [cpu] tables of the toy preset"
+            );
+        }
+        let e = ConfigBuilder::for_env(
+            Some(EnvPreset {
+                name: "toy",
+                toml: "cpu = 1\n",
+            }),
+            Profile::Cpu,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("the toy preset") && e.contains("`cpu`"), "{e}");
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub mod update;
 pub mod validate;
 
 pub use batch::{TrainSample, build_sample};
-pub use config::{Config, ConfigBuilder, ConfigError, EnvPreset, Profile};
+pub use config::{Config, ConfigBuilder, ConfigError, EnvPreset, PRESET_CPU_TABLE, Profile};
 #[cfg(feature = "trainer")]
 pub use error::TrainError;
 pub use events::{Phase, ReportError, Reporter, Silent, Split, TrainEvent};

@@ -30,7 +30,7 @@ use ragen_gym_policy::{
     Trainable,
 };
 use ragen_gym_sandbox::WasmEnv;
-use ragen_gym_starpo::{ConfigBuilder, ReportError, TrainEvent, TrainSetup, Trainer};
+use ragen_gym_starpo::{ConfigBuilder, Profile, ReportError, TrainEvent, TrainSetup, Trainer};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -669,7 +669,7 @@ fn iteration(w: &Workload, device: &Device, lora: bool, out: &Path) -> anyhow::R
         let write_s = t.elapsed().as_secs_f64();
         let mut b = ConfigBuilder::new();
         if let Some(preset) = env_preset("sokoban") {
-            b = b.layer_str(preset.toml, "the sokoban preset")?;
+            b = b.layer_preset(preset, Profile::Full)?;
         }
         let mut overrides = w.iteration.clone();
         overrides.push(format!("model.path=\"{}\"", model_dir.display()));
