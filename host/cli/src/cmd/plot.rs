@@ -2,7 +2,8 @@
 //! [`CURVES`] (success, in-group reward std, entropy, gradient norm, response length,
 //! trajectory score), each with a title, labelled axes with ticks, and a legend naming its
 //! metrics. Writes `plots/curves.png` (all panels) and one PNG per panel, and prints each
-//! series' points.
+//! series' points. A metric logged with its standard error (`{name}_stderr`, e.g.
+//! `val-env/{tag}/success_stderr`) gets error bars of one standard error either side (#9).
 //!
 //! Text is drawn with an embedded font (DejaVu Sans, matplotlib's default, from the `dejavu`
 //! crate, through plotters' `ab_glyph` renderer), so the images look the same on every machine.
@@ -10,6 +11,7 @@
 use crate::report::curves::{CURVES, Curve};
 use anyhow::Context;
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use ragen_gym_starpo::RunDir;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,36 @@ pub struct Series {
     pub name: String,
     /// Its points, in iteration order.
     pub points: Vec<(f64, f64)>,
+    /// The standard error of each point (`{name}_stderr` on the same line), drawn as an error
+    /// bar of one standard error either side; `None` where the line has none.
+    pub stderr: Vec<Option<f64>>,
+}
+
+/// The suffix of the metric that holds a metric's standard error (`starpo::metrics`).
+const STDERR_SUFFIX: &str = "_stderr";
+
+impl Series {
+    /// Whether any point has an error bar.
+    pub fn has_error_bars(&self) -> bool {
+        self.stderr.iter().any(Option::is_some)
+    }
+
+    /// Each point with its error bar's ends, `(x, y - stderr, y, y + stderr)`.
+    pub fn error_bars(&self) -> impl Iterator<Item = (f64, f64, f64, f64)> + '_ {
+        self.points
+            .iter()
+            .zip(&self.stderr)
+            .filter_map(|(&(x, y), e)| e.map(|e| (x, y - e, y, y + e)))
+    }
+
+    /// The legend entry: the metric's name, with "± 1 s.e." when it has error bars.
+    pub fn label(&self) -> String {
+        if self.has_error_bars() {
+            format!("{} ± 1 s.e.", self.name)
+        } else {
+            self.name.clone()
+        }
+    }
 }
 
 /// The series of `curve` in `lines` (the objects of `metrics.jsonl`); empty when the run has
@@ -50,12 +82,24 @@ pub fn series_of(curve: &Curve, lines: &[serde_json::Value]) -> Vec<Series> {
     curve
         .series(names)
         .into_iter()
-        .map(|name| Series {
-            name: name.to_string(),
-            points: lines
+        .map(|name| {
+            let stderr_name = format!("{name}{STDERR_SUFFIX}");
+            let (points, stderr) = lines
                 .iter()
-                .filter_map(|l| Some((l.get("iteration")?.as_f64()?, l.get(name)?.as_f64()?)))
-                .collect(),
+                .filter_map(|l| {
+                    let point = (l.get("iteration")?.as_f64()?, l.get(name)?.as_f64()?);
+                    let e = l
+                        .get(&stderr_name)
+                        .and_then(serde_json::Value::as_f64)
+                        .filter(|e| e.is_finite() && *e >= 0.0);
+                    Some((point, e))
+                })
+                .unzip();
+            Series {
+                name: name.to_string(),
+                points,
+                stderr,
+            }
         })
         .collect()
 }
@@ -76,15 +120,23 @@ fn plot_err<E: std::error::Error + Send + Sync + 'static>(
 }
 
 /// The x and y ranges of a panel: x from 0 to the last iteration (at least 1), y around the
-/// values with 5 % padding (a unit window around a flat series).
+/// values and their error bars with 5 % padding (a unit window around a flat series).
 fn ranges(series: &[Series]) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
-    let pts = series.iter().flat_map(|s| s.points.iter());
     let (mut x1, mut y0, mut y1) = (1.0f64, f64::INFINITY, f64::NEG_INFINITY);
-    for &(x, y) in pts {
-        x1 = x1.max(x);
+    let mut cover = |y: f64| {
         if y.is_finite() {
             y0 = y0.min(y);
             y1 = y1.max(y);
+        }
+    };
+    for s in series {
+        for &(x, y) in &s.points {
+            x1 = x1.max(x);
+            cover(y);
+        }
+        for (_, lo, _, hi) in s.error_bars() {
+            cover(lo);
+            cover(hi);
         }
     }
     if y1.partial_cmp(&y0) != Some(std::cmp::Ordering::Greater) {
@@ -109,12 +161,15 @@ fn decimals(span: f64) -> usize {
     (2.0 - span.log10().floor()).clamp(0.0, 6.0) as usize
 }
 
-/// Draw one panel onto `area`.
+/// The pixel mapping of a panel's chart (for tests).
+type PanelCoord = Cartesian2d<RangedCoordf64, RangedCoordf64>;
+
+/// Draw one panel onto `area`; returns its chart's pixel mapping.
 fn draw_panel(
     area: &DrawingArea<BitMapBackend<'_>, Shift>,
     curve: &Curve,
     series: &[Series],
-) -> anyhow::Result<()> {
+) -> anyhow::Result<PanelCoord> {
     let (xr, yr) = ranges(series);
     let places = decimals(yr.end - yr.start);
     // "-0.00" reads as a bug: ticks that round to zero print as zero.
@@ -158,12 +213,17 @@ fn draw_panel(
                 color.stroke_width(2),
             ))
             .map_err(plot_err)?
-            .label(&s.name)
+            .label(s.label())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
             });
         chart
             .draw_series(s.points.iter().map(|p| Circle::new(*p, 3, color.filled())))
+            .map_err(plot_err)?;
+        chart
+            .draw_series(s.error_bars().map(|(x, lo, y, hi)| {
+                ErrorBar::new_vertical(x, lo, y, hi, color.stroke_width(1), 8)
+            }))
             .map_err(plot_err)?;
     }
     chart
@@ -174,7 +234,7 @@ fn draw_panel(
         .border_style(BLACK.mix(0.4))
         .draw()
         .map_err(plot_err)?;
-    Ok(())
+    Ok(chart.as_coord_spec().clone())
 }
 
 /// The pixel size of a grid of `n` panels in `cols` columns.
@@ -185,21 +245,23 @@ fn grid_size(n: usize, cols: usize) -> (u32, u32) {
 /// Draw `panels` in a grid of `cols` columns into the PNG `path`.
 fn draw_grid(path: &Path, panels: &[(&Curve, Vec<Series>)], cols: usize) -> anyhow::Result<()> {
     let root = BitMapBackend::new(path, grid_size(panels.len(), cols)).into_drawing_area();
-    draw_grid_on(root, panels, cols)
+    draw_grid_on(root, panels, cols).map(drop)
 }
 
+/// Draw `panels` onto `root`; returns each panel's pixel mapping.
 fn draw_grid_on(
     root: DrawingArea<BitMapBackend<'_>, Shift>,
     panels: &[(&Curve, Vec<Series>)],
     cols: usize,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<PanelCoord>> {
     let rows = panels.len().div_ceil(cols);
     root.fill(&WHITE).map_err(plot_err)?;
+    let mut coords = Vec::with_capacity(panels.len());
     for (area, (curve, series)) in root.split_evenly((rows, cols)).iter().zip(panels) {
-        draw_panel(area, curve, series)?;
+        coords.push(draw_panel(area, curve, series)?);
     }
     root.present().map_err(plot_err)?;
-    Ok(())
+    Ok(coords)
 }
 
 /// Run the subcommand.
@@ -233,9 +295,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let pts: Vec<String> = s
                 .points
                 .iter()
-                .map(|(x, y)| format!("{x}:{y:.4}"))
+                .zip(&s.stderr)
+                .map(|((x, y), e)| match e {
+                    Some(e) => format!("{x}:{y:.4}±{e:.4}"),
+                    None => format!("{x}:{y:.4}"),
+                })
                 .collect();
-            println!("  {} {}", s.name, pts.join(" "));
+            println!("  {} {}", s.label(), pts.join(" "));
         }
     }
     Ok(())
@@ -287,5 +353,67 @@ mod tests {
             .filter(|p| p.iter().all(|c| *c < 128))
             .count();
         assert!(dark > 100, "{dark} dark pixels in the title band");
+    }
+
+    #[test]
+    fn success_gets_error_bars_of_one_standard_error() {
+        use serde_json::json;
+        let lines = vec![
+            json!({"iteration": 0, "val-env/Bandit/success": 0.25,
+                   "val-env/Bandit/success_stderr": 0.0625}),
+            json!({"iteration": 1, "train/Bandit/success": 0.5,
+                   "train/Bandit/success_stderr": 0.125}),
+            // a line without its standard error gets no bar
+            json!({"iteration": 2, "train/Bandit/success": 0.75}),
+            json!({"iteration": 4, "val-env/Bandit/success": 0.75,
+                   "val-env/Bandit/success_stderr": 0.05}),
+        ];
+        let s = series_of(&CURVES[0], &lines);
+        assert_eq!(s[0].name, "train/Bandit/success");
+        assert_eq!(s[0].points, vec![(1.0, 0.5), (2.0, 0.75)]);
+        assert_eq!(s[0].stderr, vec![Some(0.125), None]);
+        assert_eq!(s[0].label(), "train/Bandit/success ± 1 s.e.");
+        assert_eq!(
+            s[1].error_bars().collect::<Vec<_>>(),
+            vec![(0.0, 0.1875, 0.25, 0.3125), (4.0, 0.7, 0.75, 0.8)]
+        );
+        // the y range covers the bars: 0.1875 - 0.030625 .. 0.8 + 0.030625
+        let (xr, yr) = ranges(&s);
+        assert_eq!(xr, 0.0..4.0);
+        assert!((yr.start - 0.156875).abs() < 1e-12 && (yr.end - 0.830625).abs() < 1e-12);
+        // drawn: the bar around (1, 0.5) is in the series' colour up to 0.625 and not beyond,
+        // and the same panel without standard errors has nothing there
+        register_font().unwrap();
+        let (w, h) = grid_size(1, 1);
+        let render = |series: Vec<Series>| {
+            let mut buf = vec![255u8; (w * h * 3) as usize];
+            let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+            let coord = draw_grid_on(root, &[(&CURVES[0], series)], 1)
+                .unwrap()
+                .remove(0);
+            (buf, coord)
+        };
+        let color = Palette99::pick(0).to_rgba();
+        let rgb = [color.0, color.1, color.2];
+        let at = |buf: &[u8], (px, py): (i32, i32)| {
+            let i = (py as usize * w as usize + px as usize) * 3;
+            [buf[i], buf[i + 1], buf[i + 2]]
+        };
+        let (buf, coord) = render(s.clone());
+        for y in [0.56, 0.6, 0.62] {
+            assert_eq!(at(&buf, coord.translate(&(1.0, y))), rgb, "bar at y = {y}");
+        }
+        let (cx, cy) = coord.translate(&(1.0, 0.625));
+        assert_eq!(at(&buf, (cx + 3, cy)), rgb, "the bar's cap");
+        assert_ne!(at(&buf, coord.translate(&(1.0, 0.66))), rgb, "past the bar");
+        let bare: Vec<Series> = s
+            .into_iter()
+            .map(|s| Series {
+                stderr: vec![None; s.points.len()],
+                ..s
+            })
+            .collect();
+        let (buf, coord) = render(bare);
+        assert_ne!(at(&buf, coord.translate(&(1.0, 0.6))), rgb);
     }
 }
