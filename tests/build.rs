@@ -9,6 +9,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("HOSTILE", "ragen-hostile"),
     ("NOEXPORT", "ragen-hostile-noexport"),
     ("REWARD_LEN", "ragen-reward-len"),
+    ("MISMATCH", "ragen-mismatch"),
 ];
 
 fn main() {

@@ -134,10 +134,228 @@ fn panic_carries_its_message() {
 }
 
 #[test]
-fn hundred_megabyte_observation_is_refused() {
+fn hundred_megabyte_observation_is_refused_before_it_is_copied() {
+    // The copy budget of this sandbox (1 MiB output cap): 8 MiB of HTTP body + 64 KiB of head,
+    // larger than a spec's 3 MiB + 512 + 1024 * 896 bytes.
+    let budget = (8 << 20) + (64 << 10);
+    assert_eq!(sandbox().config().copy_budget_bytes(), budget);
     let (kind, msg) = reset_kind("big-obs");
     assert_eq!(kind, PluginFailureKind::BadOutput);
-    assert!(msg.contains("100000000 bytes"), "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "reset copied more than the budget of {budget} bytes from the guest in one call"
+        )) && msg.contains("observation of at most 1048576 bytes"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn output_caps_hold_at_the_cap_and_refuse_one_more() {
+    // Exactly the 1 MiB cap: accepted. One byte more: refused, naming the field and the cap.
+    let cap = sandbox().config().max_output_bytes;
+    assert_eq!(
+        env(&format!("obs:{cap}"))
+            .reset(0)
+            .unwrap()
+            .observation
+            .len(),
+        cap
+    );
+    let (kind, msg) = reset_kind(&format!("obs:{}", cap + 1));
+    assert_eq!(kind, PluginFailureKind::BadOutput);
+    assert!(
+        msg.ends_with("observation is 1048577 bytes, over the cap of 1048576"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn memory_cap_holds_at_the_cap_and_refuses_one_more_page() {
+    let cap = 160u64 << 20;
+    assert_eq!(
+        env(&format!("grow-to:{cap}")).reset(0).unwrap().observation,
+        format!("memory {cap}")
+    );
+    let (kind, msg) = reset_kind(&format!("grow-to:{}", cap + 65536));
+    assert_eq!(kind, PluginFailureKind::OutOfMemory);
+    assert!(msg.contains("beyond the cap of 160 MiB"), "{msg}");
+}
+
+/// A sandbox with `fuel_per_call` units per call (compiled code comes from `dir`).
+fn fuel_sandbox(fuel_per_call: u64, dir: &std::path::Path) -> Plugin {
+    Sandbox::new(SandboxConfig {
+        fuel_per_call,
+        cache_dir: Some(dir.to_path_buf()),
+        max_instances: 4,
+        ..SandboxConfig::default()
+    })
+    .unwrap()
+    .load_bytes("hostile.wasm", &hostile_bytes())
+    .unwrap()
+}
+
+#[test]
+fn fuel_budgets_hold_at_the_budget_and_refuse_one_unit_less() {
+    // Fuel is deterministic: measure what instantiation, `spec` and `reset` take, then run with
+    // budgets of exactly that and one unit less.
+    let dir = tempfile::tempdir().unwrap();
+    let big = fuel_sandbox(1_000_000_000, dir.path());
+    let first = WasmEnv::new(&big, "", Grants::default()).unwrap();
+    // A second env of the same plugin and config reuses the spec: instantiation only.
+    let mut second = WasmEnv::new(&big, "", Grants::default()).unwrap();
+    let instantiate = second.stats().fuel_used;
+    let spec = first.stats().fuel_used - instantiate;
+    second.reset(3).unwrap();
+    let reset = second.stats().fuel_used - instantiate;
+    assert!(spec > 0 && reset > 0 && instantiate > 0);
+    // The call that needs the most fuel decides the boundary of a plain call.
+    let (budget, call) = if spec >= reset {
+        (spec, "spec")
+    } else {
+        (reset, "reset")
+    };
+    let calls = ragen_gym_sandbox::limits::INSTANTIATE_FUEL_CALLS;
+    assert!(
+        instantiate <= (budget - 1) * calls,
+        "{instantiate} {budget}"
+    );
+    let run = |fuel| -> Result<(), ragen_gym_core::PluginFailure> {
+        let p = fuel_sandbox(fuel, dir.path());
+        let mut e = WasmEnv::new(&p, "", Grants::default()).map_err(plugin_failure)?;
+        e.reset(3).map_err(plugin_failure)?;
+        Ok(())
+    };
+    run(budget).unwrap();
+    // wasmtime checks fuel where Cranelift puts a check (function entries, loop heads), so the
+    // units a call burns after its last check are charged but never refused: the boundary is
+    // the fuel at that last check, a little under the measured use (3,485 of 3,607 for the
+    // hostile plugin's `spec`). The boundary is sharp and deterministic: one unit more runs,
+    // and the failing budget fails again, naming its own budget and the call.
+    let failing = (budget / 2..budget)
+        .rev()
+        .find(|&f| run(f).is_err())
+        .expect("some budget under the measured use fails");
+    eprintln!("{call}: uses {budget} fuel units, largest failing budget {failing}");
+    assert!(budget - failing <= 256, "{budget} {failing}");
+    run(failing + 1).unwrap();
+    let f = run(failing).unwrap_err();
+    assert_eq!(f.kind, PluginFailureKind::OutOfFuel, "{f}");
+    assert_eq!(
+        f.message,
+        format!("used its budget of {failing} fuel units for {call}")
+    );
+    // Instantiation gets INSTANTIATE_FUEL_CALLS budgets, and its failure states that total
+    // (it used to state one call's budget while running with four).
+    let short = instantiate / calls / 2;
+    let f = run(short).unwrap_err();
+    assert_eq!(f.kind, PluginFailureKind::OutOfFuel, "{f}");
+    assert_eq!(
+        f.message,
+        format!(
+            "used its budget of {} fuel units for instantiation (start code and constructor)",
+            short * calls
+        )
+    );
+}
+
+fn plugin_failure(e: EnvCallError) -> ragen_gym_core::PluginFailure {
+    match e {
+        EnvCallError::Plugin(f) => f,
+        other => panic!("expected a plugin failure, got {other}"),
+    }
+}
+
+#[test]
+fn zero_fuel_is_refused_and_fuel_can_be_off() {
+    match Sandbox::new(SandboxConfig {
+        fuel_per_call: 0,
+        cache_dir: None,
+        max_instances: 4,
+        ..SandboxConfig::default()
+    }) {
+        Err(e @ LoadError::InvalidConfig { .. }) => {
+            assert!(e.to_string().contains("`fuel_per_call`"), "{e}")
+        }
+        other => panic!("expected InvalidConfig, got {:?}", other.err()),
+    }
+    let sb = Sandbox::new(SandboxConfig {
+        fuel: false,
+        fuel_per_call: 0,
+        cache_dir: None,
+        max_instances: 4,
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let p = sb.load_bytes("hostile.wasm", &hostile_bytes()).unwrap();
+    let mut e = WasmEnv::new(&p, "", Grants::default()).unwrap();
+    assert_eq!(e.reset(0).unwrap().observation, "ok");
+    assert_eq!(e.stats().fuel_used, 0);
+}
+
+#[test]
+fn a_plugin_whose_minimum_memory_is_over_its_cap_is_refused_at_load() {
+    let bytes = hostile_bytes();
+    let min = inspect_bytes("hostile.wasm", &bytes)
+        .unwrap()
+        .min_memory_bytes;
+    // A Rust guest starts with at least one 64 KiB page, and in whole pages.
+    assert!(min >= 65536 && min.is_multiple_of(65536), "{min}");
+    let with_cap = |memory_bytes| {
+        Sandbox::new(SandboxConfig {
+            memory_bytes,
+            cache_dir: None,
+            max_instances: 4,
+            ..SandboxConfig::default()
+        })
+        .unwrap()
+        .load_bytes("hostile.wasm", &bytes)
+    };
+    assert!(with_cap(min).is_ok());
+    match with_cap(min - 1) {
+        Err(e @ LoadError::MemoryOverCap { .. }) => assert_eq!(
+            e.to_string(),
+            format!(
+                "plugin hostile/Hostile-v0 0.1.0 needs at least {min} bytes of linear memory, \
+                 over its memory cap of {} bytes",
+                min - 1
+            )
+        ),
+        other => panic!("expected MemoryOverCap, got {:?}", other.err()),
+    }
+}
+
+fn mismatch() -> Plugin {
+    sandbox()
+        .load_bytes("mismatch.wasm", &fixture(env!("FIXTURE_MISMATCH")))
+        .expect("mismatch loads")
+}
+
+#[test]
+fn a_manifest_lowers_the_hosts_limits_and_never_raises_them() {
+    let p = mismatch();
+    // Manifest: 500 M fuel (host 1 G) and 1 TiB memory (host 160 MiB).
+    assert_eq!(p.info().manifest.limits.fuel_per_call, Some(500_000_000));
+    assert_eq!(p.fuel_per_call(), 500_000_000);
+    assert_eq!(p.memory_bytes(), 160 << 20);
+    // And the hostile plugin, without manifest limits, gets the host's.
+    assert_eq!(hostile().fuel_per_call(), 1_000_000_000);
+    assert_eq!(hostile().memory_bytes(), 160 << 20);
+}
+
+#[test]
+fn a_spec_that_disagrees_with_the_manifest_is_refused_naming_both() {
+    match WasmEnv::new(&mismatch(), "", Grants::default()) {
+        Err(EnvCallError::Plugin(f)) => {
+            assert_eq!(f.kind, PluginFailureKind::IdentityMismatch);
+            assert_eq!(
+                f.to_string(),
+                "from plugin \"mismatch/Other-v0\" 0.2.0: reports another identity than its \
+                 manifest: spec() reports id \"mismatch/Mismatch-v0\" version \"0.1.0\", the \
+                 manifest declares id \"mismatch/Other-v0\" version \"0.2.0\""
+            );
+        }
+        other => panic!("expected IdentityMismatch, got {:?}", other.is_ok()),
+    }
 }
 
 #[test]

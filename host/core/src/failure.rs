@@ -21,11 +21,14 @@ pub enum PluginFailureKind {
     BadOutput,
     /// The plugin could not be instantiated.
     Instantiate,
+    /// The identity the plugin reports at run time (`spec()` id and version) is not the one
+    /// its manifest declares (#12).
+    IdentityMismatch,
 }
 
 impl PluginFailureKind {
     /// Every kind, in declaration order (for per-kind counters).
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::OutOfFuel,
         Self::Deadline,
         Self::OutOfMemory,
@@ -34,6 +37,7 @@ impl PluginFailureKind {
         Self::Trap,
         Self::BadOutput,
         Self::Instantiate,
+        Self::IdentityMismatch,
     ];
 
     /// A `snake_case` name for metric keys (`out_of_fuel`, `deadline`, ...).
@@ -47,6 +51,7 @@ impl PluginFailureKind {
             Self::Trap => "trap",
             Self::BadOutput => "bad_output",
             Self::Instantiate => "instantiate",
+            Self::IdentityMismatch => "identity_mismatch",
         }
     }
 }
@@ -62,6 +67,7 @@ impl std::fmt::Display for PluginFailureKind {
             Self::Trap => "trapped",
             Self::BadOutput => "returned invalid output",
             Self::Instantiate => "failed to instantiate",
+            Self::IdentityMismatch => "reports another identity than its manifest",
         })
     }
 }

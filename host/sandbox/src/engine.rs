@@ -35,6 +35,9 @@ impl Runtime {
         config: SandboxConfig,
         transport: Option<Arc<dyn HttpTransport>>,
     ) -> Result<Self, LoadError> {
+        config
+            .validate()
+            .map_err(|(field, reason)| LoadError::InvalidConfig { field, reason })?;
         let engine_err = |e: wasmtime::Error| LoadError::Engine {
             reason: format!("{e:#}"),
         };

@@ -5,9 +5,8 @@
 
 use crate::bindings::environment_export::Guest;
 use crate::grants::Grants;
-use crate::limits::INSTANTIATE_FUEL_CALLS;
 use crate::output;
-use crate::plugin::{Exports, Plugin};
+use crate::plugin::{Call, Exports, Plugin};
 use crate::state::HostState;
 use ragen_gym_core::{
     Env, EnvCallError, EnvError, EnvSpec, EnvStats, PluginFailure, PluginFailureKind, ResetResult,
@@ -52,7 +51,7 @@ impl WasmEnv {
             Some(spec) => spec,
             None => {
                 let max = plugin.config().max_output_bytes;
-                let reply = run(plugin, &mut live, &mut stats, |l| {
+                let reply = run(plugin, &mut live, &mut stats, Call::Spec, |l| {
                     l.guest.call_spec(&mut l.store, config)
                 })?;
                 let spec = reply.map_err(|e| EnvCallError::Env {
@@ -62,6 +61,7 @@ impl WasmEnv {
                 let spec = spec.into();
                 output::check_spec(&spec, max)
                     .map_err(|m| plugin.failure(PluginFailureKind::BadOutput, m))?;
+                check_identity(plugin, &spec)?;
                 plugin.cache_spec(config, &spec);
                 spec
             }
@@ -94,6 +94,7 @@ impl WasmEnv {
     /// Run one call on the live instance; on a trap discard the instance.
     fn call<R>(
         &mut self,
+        call: Call,
         f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
     ) -> Result<R, PluginFailure> {
         let Some(live) = self.live.as_mut() else {
@@ -101,7 +102,7 @@ impl WasmEnv {
                 .plugin
                 .failure(PluginFailureKind::Instantiate, "no live instance"));
         };
-        let result = run(&self.plugin, live, &mut self.stats, f);
+        let result = run(&self.plugin, live, &mut self.stats, call, f);
         if result.is_err() {
             self.discard();
         }
@@ -132,6 +133,22 @@ impl WasmEnv {
     }
 }
 
+/// Refuse a plugin whose `spec()` reports another id or version than its manifest: `inspect`
+/// and the compile cache know it by the manifest, runs and metrics by the spec (#12).
+fn check_identity(plugin: &Plugin, spec: &EnvSpec) -> Result<(), PluginFailure> {
+    let m = &plugin.info().manifest;
+    if spec.id == m.id && spec.version == m.version {
+        return Ok(());
+    }
+    Err(plugin.failure(
+        PluginFailureKind::IdentityMismatch,
+        format!(
+            "spec() reports id {:?} version {:?}, the manifest declares id {:?} version {:?}",
+            spec.id, spec.version, m.id, m.version
+        ),
+    ))
+}
+
 /// A fresh instance with its `env` resource constructed from `config`.
 fn instantiate(
     plugin: &Plugin,
@@ -147,7 +164,7 @@ fn instantiate(
         ));
     };
     let mut store = plugin.new_store(grants, http_denied.clone());
-    plugin.arm(&mut store, INSTANTIATE_FUEL_CALLS);
+    plugin.arm(&mut store, Call::Instantiate);
     stats.instances += 1;
     let guest = plugin
         .pre()
@@ -171,7 +188,7 @@ fn instantiate(
             return Err(plugin.classify(&e, &store));
         }
     };
-    stats.fuel_used += plugin.fuel_used(&store, INSTANTIATE_FUEL_CALLS);
+    stats.fuel_used += plugin.fuel_used(&store);
     Ok(Live { store, guest, env })
 }
 
@@ -181,15 +198,30 @@ fn run<R>(
     plugin: &Plugin,
     live: &mut Live,
     stats: &mut EnvStats,
+    call: Call,
     f: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
 ) -> Result<R, PluginFailure> {
-    plugin.arm(&mut live.store, 1);
+    plugin.arm(&mut live.store, call);
     let result = f(live);
-    stats.fuel_used += plugin.fuel_used(&live.store, 1);
+    stats.fuel_used += plugin.fuel_used(&live.store);
     result.map_err(|e| {
         stats.plugin_errors += 1;
         plugin.classify(&e, &live.store)
     })
+}
+
+/// Dropping an env runs the guest's destructor of its `env` resource (under the usual budgets),
+/// so a plugin can release what it holds outside the sandbox, e.g. the WebShop bridge closes its
+/// server session. A failing destructor is ignored: the instance goes away either way.
+impl Drop for WasmEnv {
+    fn drop(&mut self) {
+        if let Some(mut live) = self.live.take() {
+            let env = live.env;
+            let _ = run(&self.plugin, &mut live, &mut self.stats, Call::Drop, |l| {
+                env.resource_drop(&mut l.store)
+            });
+        }
+    }
 }
 
 impl Env for WasmEnv {
@@ -213,7 +245,9 @@ impl Env for WasmEnv {
         if let Some(live) = self.live.as_mut() {
             live.store.data_mut().reseed(seed);
         }
-        let reply = self.call(|l| l.guest.env().call_reset(&mut l.store, l.env, seed))?;
+        let reply = self.call(Call::Reset, |l| {
+            l.guest.env().call_reset(&mut l.store, l.env, seed)
+        })?;
         let r: ResetResult = reply.map_err(|e| self.env_error(e.into()))?.into();
         output::check_reset(&r, self.plugin.config().max_output_bytes)
             .map_err(|m| self.bad_output(m))?;
@@ -228,7 +262,9 @@ impl Env for WasmEnv {
                 "call reset first (the instance is new or was discarded after an error)".into(),
             )));
         }
-        let reply = self.call(|l| l.guest.env().call_step(&mut l.store, l.env, action))?;
+        let reply = self.call(Call::Step, |l| {
+            l.guest.env().call_step(&mut l.store, l.env, action)
+        })?;
         let r: StepResult = reply.map_err(|e| self.env_error(e.into()))?.into();
         output::check_step(&r, self.plugin.config().max_output_bytes)
             .map_err(|m| self.bad_output(m))?;

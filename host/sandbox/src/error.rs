@@ -89,6 +89,29 @@ pub enum LoadError {
         /// Wasmtime's message.
         reason: String,
     },
+    /// A sandbox setting is unusable (`SandboxConfig::validate`).
+    #[error("invalid sandbox setting `{field}`: {reason}")]
+    InvalidConfig {
+        /// The setting.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The plugin's linear memories start larger than the memory cap it would run under, so
+    /// no instance of it could ever be made.
+    #[error(
+        "plugin {id} {version} needs at least {min_bytes} bytes of linear memory, over its memory cap of {cap_bytes} bytes"
+    )]
+    MemoryOverCap {
+        /// Plugin id.
+        id: String,
+        /// Plugin version.
+        version: String,
+        /// The initial size of its memories, bytes (`PluginInfo::min_memory_bytes`).
+        min_bytes: u64,
+        /// The cap (the host's, lowered by the manifest), bytes.
+        cap_bytes: u64,
+    },
     /// The sandbox itself could not be set up (engine, cache directory).
     #[error("failed to set up the sandbox: {reason}")]
     Engine {

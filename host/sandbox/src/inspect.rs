@@ -19,6 +19,9 @@ pub struct PluginInfo {
     pub sha256: String,
     /// Size of the component in bytes.
     pub size_bytes: usize,
+    /// The initial size of every linear memory the component defines, bytes: the least memory
+    /// any instance of it takes. A plugin whose memory cap is below this cannot be loaded.
+    pub min_memory_bytes: u64,
     /// Top-level component imports (interface names with versions).
     pub imports: Vec<String>,
     /// Top-level component exports.
@@ -46,6 +49,7 @@ pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> 
     let mut manifest_bytes: Option<&[u8]> = None;
     let mut imports = Vec::new();
     let mut exports = Vec::new();
+    let mut min_memory_bytes = 0u64;
     for payload in Parser::new(0).parse_all(bytes) {
         let payload = payload.map_err(|e| malformed(e.to_string()))?;
         match payload {
@@ -66,6 +70,14 @@ pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> 
                     });
                 }
                 manifest_bytes = Some(section.data());
+            }
+            Payload::MemorySection(reader) => {
+                for memory in reader {
+                    let memory = memory.map_err(|e| malformed(e.to_string()))?;
+                    let page = 1u64 << memory.page_size_log2.unwrap_or(16);
+                    min_memory_bytes =
+                        min_memory_bytes.saturating_add(memory.initial.saturating_mul(page));
+                }
             }
             Payload::ComponentImportSection(reader) if depth == 1 => {
                 for import in reader {
@@ -117,6 +129,7 @@ pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> 
         manifest,
         sha256: sha256_hex(bytes),
         size_bytes: bytes.len(),
+        min_memory_bytes,
         imports,
         exports,
     })
@@ -141,6 +154,12 @@ fn validate_manifest(name: &str, m: &Manifest) -> Result<(), LoadError> {
     }
     if semver::Version::parse(&m.version).is_err() {
         return bad(format!("field `version` is not semver: {:?}", m.version));
+    }
+    if m.limits.fuel_per_call == Some(0) {
+        return bad("field `limits.fuel_per_call` is 0, a budget no call can run in".into());
+    }
+    if m.limits.memory_bytes == Some(0) {
+        return bad("field `limits.memory_bytes` is 0".into());
     }
     for target in &m.capabilities.http {
         if let Err(e) = crate::http::HostPort::parse(target) {

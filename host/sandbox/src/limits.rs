@@ -51,8 +51,15 @@ impl Default for SandboxConfig {
 /// Epoch tick length: the granularity of call deadlines.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Instantiation (start code + constructor) may use this many per-call fuel budgets.
+/// Instantiation (start code + constructor) may use this many per-call fuel budgets; a failure
+/// names the whole budget (`fuel_per_call` × this).
 pub const INSTANTIATE_FUEL_CALLS: u64 = 4;
+
+/// Bytes budgeted per list entry on top of its strings when a guest result is copied to the
+/// host (the host-side `String`/record headers wasmtime charges per entry).
+const COPY_BYTES_PER_ENTRY: usize = 64;
+/// Bytes budgeted for the request line and headers of one `ragen:gym/http` request.
+const COPY_HTTP_HEAD_BYTES: usize = 64 << 10;
 
 /// Longest metric name coming out of a plugin, bytes.
 pub const MAX_METRIC_NAME_BYTES: usize = 64;
@@ -98,6 +105,44 @@ impl SandboxConfig {
             .saturating_mul(HTTP_BODY_OUTPUT_MULTIPLE)
     }
 
+    /// The most bytes one call may copy from a guest to the host (wasmtime's per-call "hostcall
+    /// fuel", 128 MiB unless set; it is checked before each string or list is copied). It is
+    /// the sum of the output caps of the largest record a plugin returns (an env spec: three
+    /// texts of `max_output_bytes`, two short fields, [`MAX_LIST_LEN`] action names and legend
+    /// entries of [`MAX_SHORT_BYTES`] each) or the largest request it sends (an HTTP body of
+    /// [`SandboxConfig::http_body_bytes`]), whichever is larger. A list whose entries all point
+    /// at one guest string is charged once per entry, so it runs into this budget, not into
+    /// the host's memory.
+    pub fn copy_budget_bytes(&self) -> usize {
+        let entry = |strings: usize| COPY_BYTES_PER_ENTRY + strings * MAX_SHORT_BYTES;
+        let spec = self
+            .max_output_bytes
+            .saturating_mul(3)
+            .saturating_add(2 * MAX_SHORT_BYTES)
+            .saturating_add(MAX_LIST_LEN * (entry(1) + entry(2)));
+        let http = self.http_body_bytes().saturating_add(COPY_HTTP_HEAD_BYTES);
+        spec.max(http)
+    }
+
+    /// Check the settings: a fuel budget of 0 would fail every call (turn fuel off with
+    /// `fuel: false` instead), and a memory cap of 0 could not hold any plugin.
+    ///
+    /// # Errors
+    /// The field and why.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.fuel && self.fuel_per_call == 0 {
+            return Err((
+                "fuel_per_call",
+                "is 0, a budget no call can run in (to run without fuel, turn fuel off: `--fuel off`)"
+                    .into(),
+            ));
+        }
+        if self.memory_bytes == 0 {
+            return Err(("memory_bytes", "is 0".into()));
+        }
+        Ok(())
+    }
+
     /// Epoch ticks per call deadline (at least 1).
     pub(crate) fn deadline_ticks(&self) -> u64 {
         let ticks = self
@@ -131,6 +176,12 @@ impl SandboxConfig {
             .max_component_instance_size(1 << 20);
         pool
     }
+}
+
+/// A limit as a plugin gets it: the host's, lowered by the plugin's manifest if it asks for
+/// less, never raised.
+pub fn effective_limit(host: u64, manifest: Option<u64>) -> u64 {
+    manifest.map_or(host, |m| m.min(host))
 }
 
 /// The store's [`ResourceLimiter`]: wasmtime's [`StoreLimits`] (memory cap, trap on a failed
@@ -228,6 +279,60 @@ mod tests {
         assert_eq!(with(200).deadline_ticks(), 20);
         assert_eq!(with(201).deadline_ticks(), 21);
         assert_eq!(with(0).deadline_ticks(), 1);
+    }
+
+    #[test]
+    fn a_manifest_only_lowers_a_limit() {
+        assert_eq!(effective_limit(100, None), 100);
+        assert_eq!(effective_limit(100, Some(99)), 99);
+        assert_eq!(effective_limit(100, Some(100)), 100);
+        assert_eq!(effective_limit(100, Some(101)), 100);
+        assert_eq!(effective_limit(100, Some(u64::MAX)), 100);
+    }
+
+    #[test]
+    fn copy_budget_is_the_largest_record_or_request() {
+        let cfg = SandboxConfig {
+            cache_dir: None,
+            ..SandboxConfig::default()
+        };
+        // 3 MiB of spec texts + 512 + 1024 * (320 + 576) = 3,146,240 + 917,504 bytes of spec,
+        // against an 8 MiB HTTP body + 64 KiB of head: the request is larger.
+        assert_eq!(cfg.copy_budget_bytes(), (8 << 20) + (64 << 10));
+        let small_http = SandboxConfig {
+            max_output_bytes: 1 << 10,
+            ..cfg
+        };
+        // 3 KiB + 512 + 917,504 (spec) > 8 KiB + 64 KiB (request).
+        assert_eq!(small_http.copy_budget_bytes(), 3072 + 512 + 917_504);
+    }
+
+    #[test]
+    fn zero_fuel_and_zero_memory_are_refused() {
+        let base = SandboxConfig {
+            cache_dir: None,
+            ..SandboxConfig::default()
+        };
+        assert!(base.validate().is_ok());
+        let zero = SandboxConfig {
+            fuel_per_call: 0,
+            ..base.clone()
+        };
+        assert_eq!(zero.validate().unwrap_err().0, "fuel_per_call");
+        // Without fuel the budget is unused.
+        assert!(
+            SandboxConfig {
+                fuel: false,
+                ..zero
+            }
+            .validate()
+            .is_ok()
+        );
+        let no_memory = SandboxConfig {
+            memory_bytes: 0,
+            ..base
+        };
+        assert_eq!(no_memory.validate().unwrap_err().0, "memory_bytes");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::engine::Runtime;
 use crate::error::LoadError;
 use crate::http::HttpTransport;
 use crate::inspect::inspect_bytes;
-use crate::limits::SandboxConfig;
+use crate::limits::{SandboxConfig, effective_limit};
 use crate::plugin::{Exports, Plugin};
 use ragen_gym_core::PluginKind;
 use std::path::Path;
@@ -97,6 +97,18 @@ impl Sandbox {
     /// Any [`LoadError`] from verification, or [`LoadError::Compile`].
     pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<Plugin, LoadError> {
         let info = inspect_bytes(name, bytes)?;
+        let cap = effective_limit(
+            self.runtime.config.memory_bytes,
+            info.manifest.limits.memory_bytes,
+        );
+        if info.min_memory_bytes > cap {
+            return Err(LoadError::MemoryOverCap {
+                id: info.manifest.id.clone(),
+                version: info.manifest.version.clone(),
+                min_bytes: info.min_memory_bytes,
+                cap_bytes: cap,
+            });
+        }
         let compile_err = |e: wasmtime::Error| LoadError::Compile {
             id: info.manifest.id.clone(),
             version: info.manifest.version.clone(),

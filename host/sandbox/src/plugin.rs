@@ -8,7 +8,10 @@ use crate::engine::Runtime;
 use crate::grants::Grants;
 use crate::http::{CapabilityGranter, HostPort, HttpGate};
 use crate::inspect::PluginInfo;
-use crate::limits::{PANIC_MESSAGE_BYTES, PluginLimiter, SandboxConfig};
+use crate::limits::{
+    INSTANTIATE_FUEL_CALLS, MAX_LIST_LEN, MAX_METRICS, MAX_SHORT_BYTES, PANIC_MESSAGE_BYTES,
+    PluginLimiter, SandboxConfig, effective_limit,
+};
 use crate::state::{HostState, WasiSetup};
 use ragen_gym_core::{EnvSpec, PluginFailure, PluginFailureKind};
 use std::collections::HashMap;
@@ -31,6 +34,64 @@ struct PluginInner {
     /// Validated specs by config string: `spec(config)` is a pure function of the config, so
     /// fresh envs skip the call.
     specs: Mutex<HashMap<String, EnvSpec>>,
+}
+
+/// Which call into a plugin is running: names it in failures and sets its fuel budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// Start code and constructor of a fresh instance.
+    Instantiate,
+    /// `spec(config)`.
+    Spec,
+    /// `reset(seed)`.
+    Reset,
+    /// `step(action)`.
+    Step,
+    /// `score(trajectory)`.
+    Score,
+    /// The env resource's destructor.
+    Drop,
+}
+
+impl Call {
+    /// How many per-call fuel budgets this call gets.
+    fn fuel_calls(self) -> u64 {
+        match self {
+            Self::Instantiate => INSTANTIATE_FUEL_CALLS,
+            _ => 1,
+        }
+    }
+
+    /// The call as failures name it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Instantiate => "instantiation (start code and constructor)",
+            Self::Spec => "spec",
+            Self::Reset => "reset",
+            Self::Step => "step",
+            Self::Score => "score",
+            Self::Drop => "env destructor",
+        }
+    }
+
+    /// What the call copies out of the guest, with each field's cap (for copy-budget errors).
+    fn output_caps(self, config: &SandboxConfig) -> String {
+        let text = config.max_output_bytes;
+        match self {
+            Self::Spec => format!(
+                "texts of at most {text} bytes, short fields of {MAX_SHORT_BYTES}, \
+                 at most {MAX_LIST_LEN} action names and legend entries"
+            ),
+            Self::Reset | Self::Step => {
+                format!("observation of at most {text} bytes, at most {MAX_METRICS} info metrics")
+            }
+            Self::Score => format!("at most {MAX_METRICS} components"),
+            Self::Instantiate | Self::Drop => format!(
+                "log lines, http requests with bodies of at most {} bytes",
+                config.http_body_bytes()
+            ),
+        }
+    }
 }
 
 /// Where the exports of a plugin's kind sit in its component (looked up once, at load).
@@ -71,24 +132,18 @@ impl Plugin {
 
     /// Fuel per call: the sandbox's budget, lowered by the manifest if it asks for less.
     pub fn fuel_per_call(&self) -> u64 {
-        let host = self.config().fuel_per_call;
-        self.inner
-            .info
-            .manifest
-            .limits
-            .fuel_per_call
-            .map_or(host, |m| m.min(host))
+        effective_limit(
+            self.config().fuel_per_call,
+            self.inner.info.manifest.limits.fuel_per_call,
+        )
     }
 
     /// Memory cap: the sandbox's, lowered by the manifest if it asks for less.
     pub fn memory_bytes(&self) -> u64 {
-        let host = self.config().memory_bytes;
-        self.inner
-            .info
-            .manifest
-            .limits
-            .memory_bytes
-            .map_or(host, |m| m.min(host))
+        effective_limit(
+            self.config().memory_bytes,
+            self.inner.info.manifest.limits.memory_bytes,
+        )
     }
 
     pub(crate) fn exports(&self) -> &Exports {
@@ -161,30 +216,33 @@ impl Plugin {
         let state = HostState::new(&m.id, limiter, &setup, Some(http));
         let mut store = Store::new(&self.inner.runtime.engine, state);
         store.limiter(|s| &mut s.limiter);
+        // Bound what one call may copy from the guest before any size check runs.
+        store.set_hostcall_fuel(config.copy_budget_bytes());
         store
     }
 
-    /// Arm the per-call budgets: `calls` fuel budgets and one epoch deadline.
-    pub(crate) fn arm(&self, store: &mut Store<HostState>, calls: u64) {
+    /// Arm the budgets of `call`: its fuel and one epoch deadline.
+    pub(crate) fn arm(&self, store: &mut Store<HostState>, call: Call) {
+        let budget = self.fuel_per_call().saturating_mul(call.fuel_calls());
         if self.config().fuel {
             // Cannot fail: fuel is enabled on this engine.
-            let _ = store.set_fuel(self.fuel_per_call().saturating_mul(calls));
+            let _ = store.set_fuel(budget);
         }
         store.set_epoch_deadline(self.config().deadline_ticks());
         let state = store.data_mut();
+        state.call = call;
+        state.fuel_budget = budget;
         state.log_lines_this_call = 0;
         state.limiter.clear();
     }
 
-    /// Fuel consumed since [`Plugin::arm`] with the same `calls` (0 without fuel).
-    pub(crate) fn fuel_used(&self, store: &Store<HostState>, calls: u64) -> u64 {
+    /// Fuel consumed since the last [`Plugin::arm`] (0 without fuel).
+    pub(crate) fn fuel_used(&self, store: &Store<HostState>) -> u64 {
         if !self.config().fuel {
             return 0;
         }
         let left = store.get_fuel().unwrap_or(0);
-        self.fuel_per_call()
-            .saturating_mul(calls)
-            .saturating_sub(left)
+        store.data().fuel_budget.saturating_sub(left)
     }
 
     /// Turn a wasmtime error from a call into a [`PluginFailure`]: a trap by its variant, a
@@ -194,6 +252,7 @@ impl Plugin {
         err: &wasmtime::Error,
         store: &Store<HostState>,
     ) -> PluginFailure {
+        let call = store.data().call;
         if store.data().limiter.memory_limit_hit() {
             return self.failure(
                 PluginFailureKind::OutOfMemory,
@@ -207,13 +266,18 @@ impl Plugin {
             Some(Trap::OutOfFuel) => (
                 PluginFailureKind::OutOfFuel,
                 format!(
-                    "used its budget of {} fuel units for one call",
-                    self.fuel_per_call()
+                    "used its budget of {} fuel units for {}",
+                    store.data().fuel_budget,
+                    call.name()
                 ),
             ),
             Some(Trap::Interrupt) => (
                 PluginFailureKind::Deadline,
-                format!("a call ran longer than {:?}", self.config().call_deadline),
+                format!(
+                    "{} ran longer than the deadline of {:?}",
+                    call.name(),
+                    self.config().call_deadline
+                ),
             ),
             Some(Trap::StackOverflow) => (
                 PluginFailureKind::StackOverflow,
@@ -233,11 +297,30 @@ impl Plugin {
                 "out of bounds memory access (a bug, or a shadow-stack overflow)".to_string(),
             ),
             Some(trap) => (PluginFailureKind::Trap, trap.to_string()),
-            None => (
-                PluginFailureKind::Trap,
-                format!("{err:#}").lines().next().unwrap_or("").to_string(),
+            None if copy_budget_exhausted(err) => (
+                PluginFailureKind::BadOutput,
+                format!(
+                    "{} copied more than the budget of {} bytes from the guest in one call \
+                     (its caps: {})",
+                    call.name(),
+                    self.config().copy_budget_bytes(),
+                    call.output_caps(self.config())
+                ),
             ),
+            // The root cause, not wasmtime's "error while executing at wasm backtrace:" context.
+            None => (PluginFailureKind::Trap, err.root_cause().to_string()),
         };
         self.failure(kind, message)
     }
+}
+
+/// Whether `err` is wasmtime's refusal to copy more than the store's hostcall budget
+/// (`Store::set_hostcall_fuel`). wasmtime 48 keeps that error type private, so its message is
+/// the only sign of it (`wasmtime/src/runtime/component/func/options.rs`,
+/// `HostcallFuelExhausted`).
+fn copy_budget_exhausted(err: &wasmtime::Error) -> bool {
+    err.chain().any(|e| {
+        e.to_string()
+            .contains("fuel allocated for hostcalls has been exhausted")
+    })
 }

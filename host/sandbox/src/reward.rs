@@ -4,9 +4,8 @@
 
 use crate::bindings::reward_export::Guest;
 use crate::grants::Grants;
-use crate::limits::INSTANTIATE_FUEL_CALLS;
 use crate::output;
-use crate::plugin::{Exports, Plugin};
+use crate::plugin::{Call, Exports, Plugin};
 use crate::state::HostState;
 use ragen_gym_core::{
     PluginFailure, PluginFailureKind, RewardBreakdown, RewardError, RewardFunction, Trajectory,
@@ -48,7 +47,7 @@ impl WasmRewardFunction {
         let mut store = self
             .plugin
             .new_store(&Grants::default(), Arc::new(AtomicU64::new(0)));
-        self.plugin.arm(&mut store, INSTANTIATE_FUEL_CALLS);
+        self.plugin.arm(&mut store, Call::Instantiate);
         let guest = self
             .plugin
             .pre()
@@ -78,7 +77,7 @@ impl RewardFunction for WasmRewardFunction {
             unreachable!("instantiated above")
         };
         store.data_mut().reseed(trajectory.seed);
-        self.plugin.arm(store, 1);
+        self.plugin.arm(store, Call::Score);
         let reply = match guest.call_score(&mut *store, &wit) {
             Ok(reply) => reply,
             Err(e) => {

@@ -72,6 +72,9 @@ pub(crate) struct HostState {
     pub(crate) rng: Option<SeededRng>,
     pub(crate) clock: Option<StepClock>,
     pub(crate) http: Option<HttpGate>,
+    /// The call running now and its fuel budget (set by `Plugin::arm`).
+    pub(crate) call: crate::plugin::Call,
+    pub(crate) fuel_budget: u64,
     pub(crate) log_lines_this_call: u32,
     pub(crate) log_dropped: u64,
 }
@@ -115,6 +118,8 @@ impl HostState {
             rng,
             clock,
             http,
+            call: crate::plugin::Call::Instantiate,
+            fuel_budget: 0,
             log_lines_this_call: 0,
             log_dropped: 0,
         }

@@ -35,6 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "description": m.description,
             "sha256": info.sha256,
             "size_bytes": info.size_bytes,
+            "min_memory_bytes": info.min_memory_bytes,
             "capabilities": m.capabilities,
             "limits": m.limits,
             "imports": info.imports,
@@ -56,6 +57,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("description:       {}", m.description);
         println!("sha256:            {}", info.sha256);
         println!("size:              {} bytes", info.size_bytes);
+        let default_cap = ragen_gym_sandbox::SandboxConfig::default().memory_bytes;
+        let cap = m
+            .limits
+            .memory_bytes
+            .map_or(default_cap, |l| l.min(default_cap));
+        println!(
+            "min memory:        {} bytes ({}; cap by default {} bytes{})",
+            info.min_memory_bytes,
+            if info.min_memory_bytes <= cap {
+                "fits"
+            } else {
+                "OVER THE CAP: raise --memory-mib"
+            },
+            cap,
+            if m.limits.memory_bytes.is_some() {
+                ", lowered by the manifest"
+            } else {
+                ""
+            }
+        );
         let http = if m.capabilities.http.is_empty() {
             "none".to_string()
         } else {

@@ -87,9 +87,11 @@ pub struct SandboxArgs {
     /// declares the same target.
     #[arg(long = "allow-host", value_name = "HOST:PORT")]
     pub allow_host: Vec<String>,
-    /// Fuel units per plugin call (default 2e9; about 100 M units per 10 ms of guest work).
-    #[arg(long, value_name = "UNITS")]
-    pub fuel: Option<u64>,
+    /// Fuel units per plugin call (default 2e9; about 100 M units per 10 ms of guest work), or
+    /// `off` to run without fuel (only the wall-clock deadline then stops a runaway call).
+    /// A budget of 0 is refused.
+    #[arg(long, value_name = "UNITS|off", value_parser = parse_fuel)]
+    pub fuel: Option<Fuel>,
     /// Linear-memory cap per plugin instance, MiB (default 256).
     #[arg(long = "memory-mib", value_name = "MIB")]
     pub memory_mib: Option<u64>,
@@ -102,12 +104,36 @@ pub struct SandboxArgs {
     pub source: SourceArgs,
 }
 
+/// `--fuel`: a per-call budget of at least one unit, or no fuel metering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fuel {
+    /// This many units per call.
+    Units(u64),
+    /// Run without fuel.
+    Off,
+}
+
+fn parse_fuel(s: &str) -> Result<Fuel, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(Fuel::Off);
+    }
+    match s.parse::<u64>() {
+        Ok(0) => {
+            Err("0 is a budget no call can run in; use `--fuel off` to run without fuel".into())
+        }
+        Ok(n) => Ok(Fuel::Units(n)),
+        Err(e) => Err(format!("expected a number of fuel units or `off`: {e}")),
+    }
+}
+
 impl SandboxArgs {
     /// The sandbox configuration these flags select.
     pub fn config(&self) -> SandboxConfig {
         let mut cfg = SandboxConfig::default();
-        if let Some(f) = self.fuel {
-            cfg.fuel_per_call = f;
+        match self.fuel {
+            Some(Fuel::Units(f)) => cfg.fuel_per_call = f,
+            Some(Fuel::Off) => cfg.fuel = false,
+            None => {}
         }
         if let Some(m) = self.memory_mib {
             cfg.memory_bytes = m << 20;
@@ -293,4 +319,24 @@ pub fn write_lock(dir: &Path, entries: Vec<LockedPlugin>) -> anyhow::Result<Path
     let path = dir.join(ragen_gym_registry::LOCK_FILE_NAME);
     lock.write(&path)?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fuel_is_a_positive_budget_or_off() {
+        assert_eq!(parse_fuel("1"), Ok(Fuel::Units(1)));
+        assert_eq!(parse_fuel("off"), Ok(Fuel::Off));
+        assert!(parse_fuel("0").unwrap_err().contains("--fuel off"));
+        assert!(parse_fuel("-1").is_err());
+        let args = |fuel| SandboxArgs {
+            fuel: Some(fuel),
+            ..SandboxArgs::default()
+        };
+        let on = args(Fuel::Units(7)).config();
+        assert!(on.fuel && on.fuel_per_call == 7);
+        assert!(!args(Fuel::Off).config().fuel);
+    }
 }
