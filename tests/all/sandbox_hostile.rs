@@ -463,6 +463,100 @@ fn clocks_and_randomness_are_deterministic_and_seeded() {
     );
 }
 
+/// The guest's figure after `prefix` in `obs` (e.g. "slept 30000 ms" -> 30000).
+fn figure(obs: &str, prefix: &str) -> u64 {
+    obs.split(prefix)
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix:?} in {obs:?}"))
+}
+
+#[test]
+fn a_sleeping_guest_never_waits_on_the_real_clock() {
+    // Before #12 a 30 s sleep returned after 30 s of real time (then "deadline exceeded"), and
+    // a longer one hung the CLI. Now a sleep advances virtual time at once.
+    for secs in [30u64, 3600] {
+        let started = std::time::Instant::now();
+        let obs = env(&format!("sleep:{secs}")).reset(0).unwrap().observation;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{secs} s: {:?}",
+            started.elapsed()
+        );
+        // The guest saw the whole sleep pass, plus the virtual time of the fuel its own code
+        // burnt (1 ns per unit, far under a millisecond here).
+        let ms = figure(&obs, "slept ");
+        assert!(
+            (secs * 1000..secs * 1000 + 10).contains(&ms),
+            "{secs} s: {obs}"
+        );
+    }
+}
+
+#[test]
+fn readiness_checks_count_the_same_on_every_run() {
+    // Before #12 the count of non-blocking checks of a 1 ms timer changed on every run.
+    let count = |seed| {
+        figure(
+            &env("ready-count").reset(seed).unwrap().observation,
+            "checks ",
+        )
+    };
+    let first = count(1);
+    assert!(first > 0);
+    assert_eq!(count(1), first);
+    assert_eq!(
+        count(2),
+        first,
+        "the count does not depend on the seed either"
+    );
+    let mut e = env("ready-count");
+    assert_eq!(figure(&e.reset(1).unwrap().observation, "checks "), first);
+    assert_eq!(figure(&e.reset(1).unwrap().observation, "checks "), first);
+    // Without fuel every reading or check advances the clock 1 µs: the timer is armed at
+    // 1 µs (the subscribe reading) for 1 ms, so it is due at 1,001 µs, and check k reads
+    // (1 + k) µs: checks 1..=999 say "not ready", the 1,000th says ready. 999 exactly.
+    let sb = Sandbox::new(SandboxConfig {
+        fuel: false,
+        cache_dir: None,
+        max_instances: 4,
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let p = sb.load_bytes("hostile.wasm", &hostile_bytes()).unwrap();
+    let mut e = WasmEnv::new(&p, "ready-count", Grants::default()).unwrap();
+    assert_eq!(e.reset(0).unwrap().observation, "checks 999");
+    assert_eq!(e.reset(5).unwrap().observation, "checks 999");
+}
+
+#[test]
+fn every_clock_and_poll_entry_point_runs_on_virtual_time() {
+    let started = std::time::Instant::now();
+    let obs = env("clocks").reset(0).unwrap().observation;
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // Resolutions of 1 ns; the wall clock at its origin, 2000-01-01T00:00:00Z; the poll over
+    // a 10 ms duration and a 5 ms instant fires the 5 ms one (index 1) only; `block` on the
+    // 10 ms one returns once it is due; an instant in the past is ready at once.
+    assert!(
+        obs.starts_with(
+            "wall_res=0.000000001 wall_secs=946684800 mono_res=1 fired=[1] five_ready=true \
+             ten_ready=false ten_ready_after_block=true past_ready=true "
+        ),
+        "{obs}"
+    );
+    // The poll returned when 5 ms of virtual time had passed, the block at 10 ms, plus the
+    // fuel burnt in between (1 ns per unit, well under 0.1 ms).
+    let poll = figure(&obs, "poll_ns=");
+    let block = figure(&obs, "block_ns=");
+    assert!((5_000_000..5_100_000).contains(&poll), "{obs}");
+    assert!((10_000_000..10_100_000).contains(&block), "{obs}");
+    // Deterministic: the same on a fresh instance and after another reset.
+    let mut e = env("clocks");
+    assert_eq!(e.reset(0).unwrap().observation, obs);
+    assert_eq!(e.reset(9).unwrap().observation, obs);
+}
+
 #[test]
 fn log_lines_beyond_the_cap_are_dropped_and_counted() {
     let mut e = env("log-flood");

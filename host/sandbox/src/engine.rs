@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy};
+use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
 
 /// The engine, linker and settings of one sandbox. Immutable once built.
 pub(crate) struct Runtime {
@@ -55,6 +56,12 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_err)?;
         PluginHost::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(engine_err)?;
+        // The virtual clock's monotonic clock and timers replace wasmtime-wasi's, whose timers
+        // sleep on the real clock (`crate::clock`).
+        linker.allow_shadowing(true);
+        monotonic_clock::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(engine_err)?;
+        linker.allow_shadowing(false);
 
         let stop_ticker = Arc::new(AtomicBool::new(false));
         {

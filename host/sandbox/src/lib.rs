@@ -28,6 +28,7 @@
 
 mod bindings;
 mod cache;
+mod clock;
 mod engine;
 mod env;
 mod error;

@@ -61,6 +61,13 @@ const COPY_BYTES_PER_ENTRY: usize = 64;
 /// Bytes budgeted for the request line and headers of one `ragen:gym/http` request.
 const COPY_HTTP_HEAD_BYTES: usize = 64 << 10;
 
+/// Virtual ns per fuel unit: the guest's virtual clock advances this much per unit it burns
+/// (about 10x slower than a tight loop runs on the development machine, 100 M units per 10 ms),
+/// so a busy-wait of 1 ms of virtual time costs 1 M units.
+pub const VIRTUAL_NS_PER_FUEL: u64 = 1;
+/// Virtual ns per clock reading or timer check when fuel metering is off.
+pub const VIRTUAL_NS_PER_READING: u64 = 1_000;
+
 /// Longest metric name coming out of a plugin, bytes.
 pub const MAX_METRIC_NAME_BYTES: usize = 64;
 /// Most metrics in one `info` list or reward breakdown.

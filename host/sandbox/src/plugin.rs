@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use wasmtime::component::InstancePre;
-use wasmtime::{Store, Trap};
+use wasmtime::{CallHook, Store, Trap};
 
 /// A plugin ready to instantiate. Cheap to clone.
 #[derive(Clone)]
@@ -198,6 +198,7 @@ impl Plugin {
         let setup = WasiSetup {
             real_clock: m.capabilities.clock && grants.clock,
             real_random: m.capabilities.random && grants.random,
+            fuel: config.fuel,
             stdio_cap: config.max_stdio_bytes,
         };
         let declared: Vec<HostPort> = m
@@ -218,18 +219,38 @@ impl Plugin {
         store.limiter(|s| &mut s.limiter);
         // Bound what one call may copy from the guest before any size check runs.
         store.set_hostcall_fuel(config.copy_budget_bytes());
+        if config.fuel && store.data().clock.is_some() {
+            // Virtual time follows fuel: bring the clock up to date whenever the guest calls
+            // the host (the only place it can read the clock).
+            store.call_hook(|mut ctx, hook| {
+                if matches!(hook, CallHook::CallingHost) {
+                    let left = ctx.get_fuel().unwrap_or(0);
+                    let s = ctx.data_mut();
+                    if let Some(clock) = &s.clock {
+                        clock.set_fuel(
+                            s.fuel_before_call
+                                .saturating_add(s.fuel_budget.saturating_sub(left)),
+                        );
+                    }
+                }
+                Ok(())
+            });
+        }
         store
     }
 
     /// Arm the budgets of `call`: its fuel and one epoch deadline.
     pub(crate) fn arm(&self, store: &mut Store<HostState>, call: Call) {
         let budget = self.fuel_per_call().saturating_mul(call.fuel_calls());
+        let used_before = self.fuel_used(store);
         if self.config().fuel {
             // Cannot fail: fuel is enabled on this engine.
             let _ = store.set_fuel(budget);
         }
         store.set_epoch_deadline(self.config().deadline_ticks());
         let state = store.data_mut();
+        state.fuel_before_call = state.fuel_before_call.saturating_add(used_before);
+        state.call_ends_at = std::time::Instant::now() + self.config().call_deadline;
         state.call = call;
         state.fuel_budget = budget;
         state.log_lines_this_call = 0;

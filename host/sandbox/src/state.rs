@@ -1,10 +1,10 @@
 //! Per-instance host state: the WASI context (no capabilities), the store's limiter, captured
-//! stdio, and the deterministic clocks and randomness. (The `log` and `http` host imports that
+//! stdio, the deterministic randomness and the virtual clock (`crate::clock`). (The `log` and `http` host imports that
 //! read it are implemented in `imports.rs`.)
 
+use crate::clock::VirtualClock;
 use crate::http::HttpGate;
 use crate::limits::PluginLimiter;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -34,43 +34,24 @@ impl rand_core::TryRng for SeededRng {
     }
 }
 
-/// A clock that starts at a fixed instant and advances 1 µs per reading, reset with the env.
-#[derive(Clone)]
-pub(crate) struct StepClock(pub(crate) Arc<AtomicU64>);
-
-/// 2000-01-01T00:00:00Z in seconds since the Unix epoch: the deterministic wall clock's origin.
-const CLOCK_ORIGIN_SECS: u64 = 946_684_800;
-
-impl wasmtime_wasi::HostWallClock for StepClock {
-    fn resolution(&self) -> std::time::Duration {
-        std::time::Duration::from_micros(1)
-    }
-    fn now(&self) -> std::time::Duration {
-        let ticks = self.0.fetch_add(1, Ordering::Relaxed);
-        std::time::Duration::from_secs(CLOCK_ORIGIN_SECS) + std::time::Duration::from_micros(ticks)
-    }
-}
-
-impl wasmtime_wasi::HostMonotonicClock for StepClock {
-    fn resolution(&self) -> u64 {
-        1_000
-    }
-    fn now(&self) -> u64 {
-        self.0.fetch_add(1, Ordering::Relaxed) * 1_000
-    }
-}
-
 /// Store data of one plugin instance.
 pub(crate) struct HostState {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
     pub(crate) limiter: PluginLimiter,
     pub(crate) plugin_id: String,
     pub(crate) stderr: MemoryOutputPipe,
     /// Kept so the pipe lives as long as the instance (the guest's stdout is discarded).
     _stdout: MemoryOutputPipe,
     pub(crate) rng: Option<SeededRng>,
-    pub(crate) clock: Option<StepClock>,
+    /// The virtual clock; `None` when the real clock is declared and granted.
+    pub(crate) clock: Option<VirtualClock>,
+    /// Origin of the real monotonic clock (a granted clock).
+    pub(crate) real_clock_origin: std::time::Instant,
+    /// When the running call's deadline passes: a real timer never waits beyond it.
+    pub(crate) call_ends_at: std::time::Instant,
+    /// Fuel burnt since the last reset by the calls before the running one.
+    pub(crate) fuel_before_call: u64,
     pub(crate) http: Option<HttpGate>,
     /// The call running now and its fuel budget (set by `Plugin::arm`).
     pub(crate) call: crate::plugin::Call,
@@ -83,6 +64,8 @@ pub(crate) struct HostState {
 pub(crate) struct WasiSetup {
     pub(crate) real_clock: bool,
     pub(crate) real_random: bool,
+    /// Fuel metering is on (the virtual clock then follows fuel).
+    pub(crate) fuel: bool,
     pub(crate) stdio_cap: usize,
 }
 
@@ -104,9 +87,9 @@ impl HostState {
                 .insecure_random(rng.clone())
                 .insecure_random_seed(0);
         }
-        let clock = (!setup.real_clock).then(|| StepClock(Arc::new(AtomicU64::new(0))));
+        let clock = (!setup.real_clock).then(|| VirtualClock::new(setup.fuel));
         if let Some(clock) = &clock {
-            b.wall_clock(clock.clone()).monotonic_clock(clock.clone());
+            b.wall_clock(clock.clone());
         }
         Self {
             wasi: b.build(),
@@ -117,6 +100,9 @@ impl HostState {
             _stdout: stdout,
             rng,
             clock,
+            real_clock_origin: std::time::Instant::now(),
+            call_ends_at: std::time::Instant::now(),
+            fuel_before_call: 0,
             http,
             call: crate::plugin::Call::Instantiate,
             fuel_budget: 0,
@@ -125,14 +111,18 @@ impl HostState {
         }
     }
 
-    /// Reseed the guest's randomness and rewind its clocks (called at every `reset(seed)`).
+    /// Reseed the guest's randomness and rewind its virtual clock (called at every
+    /// `reset(seed)`, before the call is armed).
     pub(crate) fn reseed(&mut self, seed: u64) {
         if let Some(rng) = &self.rng {
             *rng.0.lock().unwrap_or_else(|p| p.into_inner()) = seed;
         }
         if let Some(clock) = &self.clock {
-            clock.0.store(0, Ordering::Relaxed);
+            clock.rewind();
         }
+        // Fuel counts from here: the call about to be armed adds nothing for earlier calls.
+        self.fuel_before_call = 0;
+        self.fuel_budget = 0;
     }
 
     /// The last `max` bytes of captured stderr (a panic message, usually).

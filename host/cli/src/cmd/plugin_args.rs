@@ -87,6 +87,14 @@ pub struct SandboxArgs {
     /// declares the same target.
     #[arg(long = "allow-host", value_name = "HOST:PORT")]
     pub allow_host: Vec<String>,
+    /// Grant the real wall and monotonic clocks (used only if the plugin's manifest declares
+    /// `capabilities.clock`; otherwise the plugin runs on the virtual clock).
+    #[arg(long = "allow-clock")]
+    pub allow_clock: bool,
+    /// Grant real randomness (used only if the manifest declares `capabilities.random`;
+    /// otherwise WASI randomness is derived from the reset seed).
+    #[arg(long = "allow-random")]
+    pub allow_random: bool,
     /// Fuel units per plugin call (default 2e9; about 100 M units per 10 ms of guest work), or
     /// `off` to run without fuel (only the wall-clock deadline then stops a runaway call).
     /// A budget of 0 is refused.
@@ -169,7 +177,8 @@ impl SandboxArgs {
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(Grants {
             http,
-            ..Grants::default()
+            clock: self.allow_clock,
+            random: self.allow_random,
         })
     }
 }
@@ -338,5 +347,19 @@ mod tests {
         let on = args(Fuel::Units(7)).config();
         assert!(on.fuel && on.fuel_per_call == 7);
         assert!(!args(Fuel::Off).config().fuel);
+    }
+
+    #[test]
+    fn clock_and_random_are_granted_only_when_asked() {
+        let none = SandboxArgs::default().grants().unwrap();
+        assert!(!none.clock && !none.random);
+        let both = SandboxArgs {
+            allow_clock: true,
+            allow_random: true,
+            ..SandboxArgs::default()
+        }
+        .grants()
+        .unwrap();
+        assert!(both.clock && both.random);
     }
 }
