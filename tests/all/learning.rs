@@ -81,7 +81,7 @@ fn default_tokenizer() -> pol::Tokenizer {
 
 /// A tiny random Llama (2 layers, hidden 32, 4 heads) over the default vocabulary, written as
 /// a Hugging Face directory `dir`.
-fn tiny_model(dir: &Path, seed: u64) -> PathBuf {
+pub(crate) fn tiny_model(dir: &Path, seed: u64) -> PathBuf {
     let tokenizer = default_tokenizer();
     let config = pol::ModelConfig::tiny(tokenizer.vocab_size());
     let weights = pol::random_weights(&config, seed, &pol::Device::Cpu).unwrap();

@@ -2,6 +2,7 @@
 mod api_model;
 mod builtin_envs;
 mod learning;
+mod prefix_sharing;
 mod python_plugin;
 mod registry;
 mod replay;

@@ -651,6 +651,47 @@ mod real_model {
         }
     }
 
+    /// Prefix caching (#10) on the real model: groups of identical prompts sampled at
+    /// temperature 1 give the tokens of the padded sampler, log-probs within 1e-4.
+    #[test]
+    fn cached_sampling_gives_the_tokens_of_padded_sampling() {
+        let m = loaded();
+        let tok = &m.tokenizer;
+        let policy = Policy::new(&m, Trainable::Full, 0).unwrap();
+        let model = policy.sampler();
+        let prompts: Vec<Vec<u32>> = (0..8)
+            .map(|i| {
+                let user = format!("You are at arm {}. Pull Left or Right. Think first.", i / 2);
+                tok.encode_chat(&[Message::system("You play."), Message::user(user)], true)
+                    .unwrap()
+            })
+            .collect();
+        let params = SamplingParams {
+            temperature: 1.0,
+            max_new_tokens: 40,
+            seed: 3,
+            ..Default::default()
+        };
+        let padded = sample(&model, tok, &prompts, &params).unwrap();
+        let mut cache = crate::PrefixCache::new(1 << 30);
+        let cached =
+            crate::sample_cached(&model, tok, &prompts, &params, None, &mut cache).unwrap();
+        let mut worst = 0.0f32;
+        for (row, (a, b)) in padded.iter().zip(&cached).enumerate() {
+            assert_eq!(
+                a.tokens, b.tokens,
+                "row {row}: {:?} vs {:?}",
+                a.text, b.text
+            );
+            for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+                worst = worst.max((x - y).abs());
+            }
+        }
+        assert!(worst < 1e-4, "log-probs differ by up to {worst}");
+        let st = cache.stats();
+        assert!(st.prefilled_tokens * 5 < st.prompt_tokens * 3, "{st:?}");
+    }
+
     #[test]
     fn tokenizer_matches_the_hugging_face_chatml_ids_and_round_trips() {
         let m = loaded();

@@ -206,6 +206,8 @@ pub struct RolloutConfig {
     pub generation_batch_size: usize,
     pub constrained_actions: bool,
     pub max_think_tokens: usize,
+    pub prefix_sharing: bool,
+    pub prefix_cache_mib: usize,
     pub rollout_filter_ratio: f64,
     pub rollout_filter_type: FilterType,
     pub rollout_filter_strategy: FilterStrategy,

@@ -61,6 +61,16 @@ pub struct PolicyGenerator<'a> {
     pub tokenizer: PolicyTokenizer<'a>,
     /// Constrained action decoding (#9), when the run has it on.
     pub constraint: Option<&'a pol::Constraint>,
+    /// Prefix sharing (#10), when the run has it on: one cache for one rollout (the weights do
+    /// not change during it), made by [`prefix_cache`].
+    pub prefix_cache: Option<pol::PrefixCache>,
+}
+
+/// The prefix cache of one rollout when `[rollout] prefix_sharing` is on.
+pub fn prefix_cache(cfg: &crate::Config) -> Option<pol::PrefixCache> {
+    cfg.rollout
+        .prefix_sharing
+        .then(|| pol::PrefixCache::new(cfg.rollout.prefix_cache_mib << 20))
 }
 
 fn origin(kind: &pol::TokenKind) -> TokenOrigin {
@@ -112,11 +122,16 @@ impl Generator for PolicyGenerator<'_> {
             seed: p.seed,
         };
         let tok = self.tokenizer.0;
-        let out = pol::sample_constrained(&self.model, tok, prompts, &params, self.constraint)
-            .map_err(|e| GenerateError {
-                prompts: prompts.len(),
-                source: Box::new(e),
-            })?;
+        let out = match self.prefix_cache.as_mut() {
+            Some(cache) => {
+                pol::sample_cached(&self.model, tok, prompts, &params, self.constraint, cache)
+            }
+            None => pol::sample_constrained(&self.model, tok, prompts, &params, self.constraint),
+        }
+        .map_err(|e| GenerateError {
+            prompts: prompts.len(),
+            source: Box::new(e),
+        })?;
         Ok(out
             .into_iter()
             .map(|s| Generation {

@@ -14,7 +14,7 @@ use crate::events::{Emitter as Events, Phase, Reporter, Split, TrainEvent};
 use crate::filter::{FilterParams, filter_groups};
 use crate::metrics::{Metrics, add_stats, rollout_metrics};
 use crate::models::Models;
-use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer};
+use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer, prefix_cache};
 use crate::prompt::OriginCounts;
 use crate::rewards::{apply_reward_functions, training_scores};
 use crate::rollout::{EnvFactory, EnvPool, RolloutParams, RolloutProgress, rollout};
@@ -242,6 +242,7 @@ impl Trainer {
             model: self.models.policy.sampler(),
             tokenizer: PolicyTokenizer(tokenizer),
             constraint: self.constraint.as_ref(),
+            prefix_cache: prefix_cache(cfg),
         };
         let out = {
             let mut progress = ev.progress(it, Phase::Rollout);
@@ -252,6 +253,15 @@ impl Trainer {
         let (mut trajs, traces) = (out.trajectories, out.traces);
         let mut m = Metrics::new();
         m.insert("timing_s/gen".into(), t.elapsed().as_secs_f64());
+        if let Some(st) = generator.prefix_cache.as_ref().map(pol::PrefixCache::stats) {
+            // Share of prompt tokens that went through the model (1 without prefix sharing).
+            let frac = st.prefilled_tokens as f64 / st.prompt_tokens.max(1) as f64;
+            m.insert("rollout/prefilled_token_frac".into(), frac);
+            m.insert(
+                "rollout/prefix_cache_peak_mib".into(),
+                st.peak_bytes as f64 / 1048576.0,
+            );
+        }
         if self.constraint.is_some() {
             let mut counts = OriginCounts::default();
             traces.iter().flatten().for_each(|t| counts.add(t));

@@ -86,6 +86,7 @@ pub fn evaluate(
         model: model.detached(),
         tokenizer: PolicyTokenizer(tokenizer),
         constraint,
+        prefix_cache: crate::policy_adapter::prefix_cache(cfg),
     };
     let (mut r, traces) = run_protocol(cfg, &mut generator, &p, pool, on_progress)?;
     let tok = PolicyTokenizer(tokenizer);

@@ -16,6 +16,20 @@ use ragen_gym_sandbox::{
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The trainer's env factory: a fresh sandboxed instance of `plugin` per call, configured with
+/// `config` (the run's `env.config`) and `grants`.
+pub fn env_factory(plugin: Plugin, config: String, grants: Grants) -> ragen_gym_starpo::EnvFactory {
+    Box::new(
+        move || -> Result<Box<dyn ragen_gym_core::Env>, ragen_gym_core::EnvCallError> {
+            Ok(Box::new(ragen_gym_sandbox::WasmEnv::new(
+                &plugin,
+                &config,
+                grants.clone(),
+            )?))
+        },
+    )
+}
+
 /// Where plugins may come from, and what pins them.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct SourceArgs {

@@ -23,20 +23,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use ragen_gym_core::{Env, EnvCallError, splitmix64};
+use ragen_gym_core::splitmix64;
 use ragen_gym_policy::{
     self as pol, AdamW, AdamWConfig, DType, Device, LlamaModel, LoadedModel, LoraConfig,
     ModelConfig, ModelParts, ParamGrads, Policy, SamplingParams, Tensor, TokenBatch, Tokenizer,
     Trainable,
 };
-use ragen_gym_sandbox::WasmEnv;
 use ragen_gym_starpo::{ConfigBuilder, Profile, ReportError, TrainEvent, TrainSetup, Trainer};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::policy::{peak_rss_mib, reset_peak_rss};
 use crate::cmd::device_args::DeviceArgs;
-use crate::cmd::plugin_args::{SandboxArgs, load};
+use crate::cmd::plugin_args::{SandboxArgs, env_factory, load};
 use crate::cmd::run_config::env_preset;
 
 /// Qwen2.5-0.5B-Instruct's `config.json` (hidden 896, 24 layers, 14 heads, 2 KV heads, FFN 4864,
@@ -692,15 +691,7 @@ fn iteration(w: &Workload, device: &Device, lora: bool, out: &Path) -> anyhow::R
         };
         let plugin = load("sokoban", &sandbox)?;
         let sha = plugin.info().sha256.clone();
-        let env_config = config.env.config.clone();
-        let make_env: ragen_gym_starpo::EnvFactory =
-            Box::new(move || -> Result<Box<dyn Env>, EnvCallError> {
-                Ok(Box::new(WasmEnv::new(
-                    &plugin,
-                    &env_config,
-                    Default::default(),
-                )?))
-            });
+        let make_env = env_factory(plugin, config.env.config.clone(), Default::default());
         let t = Instant::now();
         let mut trainer = Trainer::new(TrainSetup {
             config,

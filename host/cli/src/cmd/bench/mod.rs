@@ -10,6 +10,9 @@ pub enum BenchCommand {
     /// The one-run GPU check on a Qwen2.5-0.5B-shaped random model: correctness, throughput,
     /// a RAGEN-shaped iteration (run it through scripts/gpu-check.sh; docs/gpu.md).
     GpuCheck(GpuCheckArgs),
+    /// One RAGEN-shaped training iteration (sampling, scoring, critic, actor) with prefix
+    /// sharing on and off, alternating in one run (docs/benchmarks.md).
+    Iteration(IterationArgs),
 }
 
 mod envs;
@@ -21,11 +24,15 @@ pub use policy::PolicyArgs;
 mod gpu_check;
 pub use gpu_check::GpuCheckArgs;
 
+mod iteration;
+pub use iteration::IterationArgs;
+
 /// Run a benchmark.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Envs(a) => envs::run(a),
         BenchCommand::Policy(a) => policy::run(a),
         BenchCommand::GpuCheck(a) => gpu_check::run(a),
+        BenchCommand::Iteration(a) => iteration::run(a),
     }
 }
