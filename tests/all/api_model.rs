@@ -152,7 +152,11 @@ fn eval_with_an_api_model_runs_the_validation_protocol_over_http() {
         config: String::new(),
         json: true,
         model: Some("openai:mock".into()),
-        set: vec!["es_manager.val.env_groups=4".into()],
+        set: vec![
+            "es_manager.val.env_groups=4".into(),
+            // the scripted model thinks; the CPU profile turns thinking off (#9)
+            "agent_proxy.enable_think=true".into(),
+        ],
         no_cpu_profile: false,
         device: Default::default(),
         base_url: Some(server.base_url.clone()),

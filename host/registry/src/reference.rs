@@ -100,10 +100,12 @@ impl FromStr for PluginRef {
                     "name the registry, e.g. `oci://ghcr.io/namespace/name:tag`".into(),
                 ));
             }
-            let r = Reference::try_from(rest).map_err(|e| invalid(e.to_string()))?;
-            if let Some(d) = r.digest() {
+            // The digest first, so a short one is named as such (the OCI parser's own message
+            // only says the reference is invalid).
+            if let Some((_, d)) = rest.split_once('@') {
                 Digest::parse(d).map_err(invalid)?;
             }
+            let r = Reference::try_from(rest).map_err(|e| invalid(e.to_string()))?;
             return Ok(PluginRef::Oci(r));
         }
         if s.starts_with("https://") || s.starts_with("http://") {

@@ -671,6 +671,9 @@ fn iteration(w: &Workload, device: &Device, lora: bool, out: &Path) -> anyhow::R
             b = b.layer_preset(preset, Profile::Full)?;
         }
         let mut overrides = w.iteration.clone();
+        // RAGEN samples freely; the Sokoban preset's constrained decoding (#9) is a CPU-profile
+        // aid, and the synthetic tokenizer's byte vocabulary is not what it is built for.
+        overrides.push("rollout.constrained_actions=false".into());
         overrides.push(format!("model.path=\"{}\"", model_dir.display()));
         overrides.push("trainer.total_training_steps=1".into());
         if lora {
