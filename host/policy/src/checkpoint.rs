@@ -15,8 +15,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::critic::Critic;
+use crate::hf_dir::write_json;
 use crate::optim::AdamW;
-use crate::policy::{Policy, write_json};
+use crate::policy::Policy;
 use crate::{PolicyError, Result};
 
 /// What to save.

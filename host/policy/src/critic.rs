@@ -7,9 +7,10 @@ use candle_core::{DType, Tensor, Var};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::hf_dir::write_hf_dir;
 use crate::loader::LoadedModel;
 use crate::model::LlamaModel;
-use crate::policy::{NamedParam, Trainable, build_trainable, write_hf_dir};
+use crate::policy::{NamedParam, Trainable, build_trainable};
 use crate::scoring::{TokenBatch, hidden_states};
 use crate::tokenizer::Tokenizer;
 use crate::{PolicyError, Result};

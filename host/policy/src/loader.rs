@@ -68,7 +68,7 @@ impl LoadedModel {
     /// # Errors
     /// I/O errors naming the file.
     pub fn save_pretrained(&self, dir: &Path) -> Result<()> {
-        crate::policy::write_hf_dir(dir, &self.config, &self.weights, &self.tokenizer)
+        crate::hf_dir::write_hf_dir(dir, &self.config, &self.weights, &self.tokenizer)
     }
 }
 

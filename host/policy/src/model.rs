@@ -5,6 +5,8 @@
 //! attention without repeating K/V, softmax with a detached max, an additive finite mask (causal +
 //! left padding), SwiGLU. The lm_head is applied only to the hidden states the caller selects.
 
+mod recompute;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -416,7 +418,7 @@ pub struct LlamaModel {
     /// Use the fused CPU kernels ([`crate::ops`]) where they apply (f32 on the CPU).
     fused: bool,
     /// Keep only each layer's input during training and recompute the layer in the backward
-    /// ([`crate::recompute`]).
+    /// ([`recompute`]).
     gradient_checkpointing: bool,
 }
 
@@ -703,7 +705,7 @@ impl LlamaModel {
         }
         for (i, layer) in self.layers.iter().enumerate() {
             if self.gradient_checkpointing && cache.is_none() && ops::fusable(&x) {
-                x = crate::recompute::checkpointed_layer(self, i, &x, mask)?;
+                x = recompute::checkpointed_layer(self, i, &x, mask)?;
                 continue;
             }
             let slot = cache.as_deref_mut().map(|c| &mut c.layers[i]);

@@ -8,7 +8,8 @@ use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{NamedParam, write_json};
+use crate::hf_dir::write_json;
+use crate::policy::NamedParam;
 use crate::{PolicyError, Result};
 
 /// Gradients of a parameter list, in the list's order (the rest of candle's `GradStore`, which

@@ -10,6 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ModelConfig;
+use crate::hf_dir::{write_hf_dir, write_json};
 use crate::loader::LoadedModel;
 use crate::lora::{LoraAdapter, LoraConfig};
 use crate::model::{LlamaModel, ModelParts, Weights, layer_projection_paths};
@@ -317,34 +318,4 @@ impl Policy {
         }
         Ok(policy)
     }
-}
-
-/// Write `model.safetensors`, `config.json` and the tokenizer files into `dir`.
-pub(crate) fn write_hf_dir(
-    dir: &Path,
-    cfg: &ModelConfig,
-    weights: &Weights,
-    tok: &Tokenizer,
-) -> Result<()> {
-    // f32 on disk whatever the compute dtype and device, so a checkpoint written on a GPU resumes
-    // on the CPU and vice versa (docs/gpu.md). A no-op for f32 master weights.
-    let weights = weights
-        .iter()
-        .map(|(k, t)| Ok((k.clone(), t.to_dtype(DType::F32)?)))
-        .collect::<Result<Weights>>()?;
-    let path = dir.join("model.safetensors");
-    candle_core::safetensors::save(&weights, &path)
-        .map_err(|e| PolicyError::io(&path, std::io::Error::other(e.to_string())))?;
-    let mut cfg_json =
-        serde_json::to_value(cfg).map_err(|e| PolicyError::arg("config", e.to_string()))?;
-    cfg_json["torch_dtype"] = "float32".into();
-    cfg_json["hidden_act"] = "silu".into();
-    write_json(&dir.join("config.json"), &cfg_json)?;
-    tok.save(dir)
-}
-
-pub(crate) fn write_json(path: &Path, v: &serde_json::Value) -> Result<()> {
-    let text =
-        serde_json::to_string_pretty(v).map_err(|e| PolicyError::arg("json", e.to_string()))?;
-    std::fs::write(path, text).map_err(|e| PolicyError::io(path, e))
 }

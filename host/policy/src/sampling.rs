@@ -1,5 +1,7 @@
 //! Batched, seeded sampling with a KV cache: temperature, top-k, top-p, stop tokens and strings.
 
+mod device;
+
 use candle_core::Tensor;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -318,7 +320,7 @@ fn decode(
     let mut done = vec![false; b];
     loop {
         // Without a constraint every row is free: on a GPU the tokens are chosen next to the
-        // logits (device_sampling.rs). Constrained rows mask host copies of their logits.
+        // logits (sampling/device.rs). Constrained rows mask host copies of their logits.
         let (free, rows): (Option<Picked>, Vec<Vec<f32>>) = match constraint {
             None => (
                 Some(next_tokens(&logits, params, &mut rngs, &active)?),
@@ -397,21 +399,21 @@ fn decode(
 type Picked = (Vec<u32>, Vec<f32>);
 
 /// The next token of each active row (`active` ascending; `rngs` indexed by row) and its
-/// log-prob: on the device when the logits live on a GPU (`device_sampling.rs`), else on the host.
+/// log-prob: on the device when the logits live on a GPU (`sampling/device.rs`), else on the host.
 fn next_tokens(
     logits: &Tensor,
     params: &SamplingParams,
     rngs: &mut [ChaCha8Rng],
     active: &[usize],
 ) -> Result<Picked> {
-    if crate::device_sampling::applies(logits.device(), params) {
+    if device::applies(logits.device(), params) {
         let mut rows: Vec<&mut ChaCha8Rng> = rngs
             .iter_mut()
             .enumerate()
             .filter(|(i, _)| active.binary_search(i).is_ok())
             .map(|(_, r)| r)
             .collect();
-        return crate::device_sampling::choose_tokens(logits, params.temperature, &mut rows);
+        return device::choose_tokens(logits, params.temperature, &mut rows);
     }
     let rows: Vec<Vec<f32>> = logits.to_vec2()?;
     Ok(active

@@ -57,7 +57,7 @@ impl Runtime {
         PluginHost::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(engine_err)?;
         // The virtual clock's monotonic clock and timers replace wasmtime-wasi's, whose timers
-        // sleep on the real clock (`crate::clock`).
+        // sleep on the real clock (`state/clock.rs`).
         linker.allow_shadowing(true);
         monotonic_clock::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(engine_err)?;

@@ -4,9 +4,10 @@
 //! trap discards the instance; the next `reset` instantiates a fresh one from the `InstancePre`.
 
 use crate::bindings::environment_export::Guest;
+use crate::call::Call;
 use crate::grants::Grants;
 use crate::output;
-use crate::plugin::{Call, Exports, Plugin};
+use crate::plugin::{Exports, Plugin};
 use crate::state::HostState;
 use ragen_gym_core::{
     Env, EnvCallError, EnvError, EnvSpec, EnvStats, PluginFailure, PluginFailureKind, ResetResult,

@@ -28,7 +28,7 @@
 
 mod bindings;
 mod cache;
-mod clock;
+mod call;
 mod engine;
 mod env;
 mod error;

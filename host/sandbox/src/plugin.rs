@@ -4,14 +4,12 @@
 //! [`crate::WasmRewardFunction::new`].
 
 use crate::bindings::{environment_export, reward_export};
+use crate::call::Call;
 use crate::engine::Runtime;
 use crate::grants::Grants;
 use crate::http::{CapabilityGranter, HostPort, HttpGate};
 use crate::inspect::PluginInfo;
-use crate::limits::{
-    INSTANTIATE_FUEL_CALLS, MAX_LIST_LEN, MAX_METRICS, MAX_SHORT_BYTES, PANIC_MESSAGE_BYTES,
-    PluginLimiter, SandboxConfig, effective_limit,
-};
+use crate::limits::{PANIC_MESSAGE_BYTES, PluginLimiter, SandboxConfig, effective_limit};
 use crate::state::{HostState, WasiSetup};
 use ragen_gym_core::{EnvSpec, PluginFailure, PluginFailureKind};
 use std::collections::HashMap;
@@ -34,64 +32,6 @@ struct PluginInner {
     /// Validated specs by config string: `spec(config)` is a pure function of the config, so
     /// fresh envs skip the call.
     specs: Mutex<HashMap<String, EnvSpec>>,
-}
-
-/// Which call into a plugin is running: names it in failures and sets its fuel budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Call {
-    /// Start code and constructor of a fresh instance.
-    Instantiate,
-    /// `spec(config)`.
-    Spec,
-    /// `reset(seed)`.
-    Reset,
-    /// `step(action)`.
-    Step,
-    /// `score(trajectory)`.
-    Score,
-    /// The env resource's destructor.
-    Drop,
-}
-
-impl Call {
-    /// How many per-call fuel budgets this call gets.
-    fn fuel_calls(self) -> u64 {
-        match self {
-            Self::Instantiate => INSTANTIATE_FUEL_CALLS,
-            _ => 1,
-        }
-    }
-
-    /// The call as failures name it.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Instantiate => "instantiation (start code and constructor)",
-            Self::Spec => "spec",
-            Self::Reset => "reset",
-            Self::Step => "step",
-            Self::Score => "score",
-            Self::Drop => "env destructor",
-        }
-    }
-
-    /// What the call copies out of the guest, with each field's cap (for copy-budget errors).
-    fn output_caps(self, config: &SandboxConfig) -> String {
-        let text = config.max_output_bytes;
-        match self {
-            Self::Spec => format!(
-                "texts of at most {text} bytes, short fields of {MAX_SHORT_BYTES}, \
-                 at most {MAX_LIST_LEN} action names and legend entries"
-            ),
-            Self::Reset | Self::Step => {
-                format!("observation of at most {text} bytes, at most {MAX_METRICS} info metrics")
-            }
-            Self::Score => format!("at most {MAX_METRICS} components"),
-            Self::Instantiate | Self::Drop => format!(
-                "log lines, http requests with bodies of at most {} bytes",
-                config.http_body_bytes()
-            ),
-        }
-    }
 }
 
 /// Where the exports of a plugin's kind sit in its component (looked up once, at load).

@@ -3,9 +3,10 @@
 //! calls, in one instance per function, re-instantiated after a trap.
 
 use crate::bindings::reward_export::Guest;
+use crate::call::Call;
 use crate::grants::Grants;
 use crate::output;
-use crate::plugin::{Call, Exports, Plugin};
+use crate::plugin::{Exports, Plugin};
 use crate::state::HostState;
 use ragen_gym_core::{
     PluginFailure, PluginFailureKind, RewardBreakdown, RewardError, RewardFunction, Trajectory,

@@ -1,10 +1,12 @@
 //! Per-instance host state: the WASI context (no capabilities), the store's limiter, captured
-//! stdio, the deterministic randomness and the virtual clock (`crate::clock`). (The `log` and `http` host imports that
+//! stdio, the deterministic randomness and the virtual clock (`state/clock.rs`). (The `log` and `http` host imports that
 //! read it are implemented in `imports.rs`.)
 
-use crate::clock::VirtualClock;
+mod clock;
+
 use crate::http::HttpGate;
 use crate::limits::PluginLimiter;
+use clock::VirtualClock;
 use std::sync::{Arc, Mutex};
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -54,7 +56,7 @@ pub(crate) struct HostState {
     pub(crate) fuel_before_call: u64,
     pub(crate) http: Option<HttpGate>,
     /// The call running now and its fuel budget (set by `Plugin::arm`).
-    pub(crate) call: crate::plugin::Call,
+    pub(crate) call: crate::call::Call,
     pub(crate) fuel_budget: u64,
     pub(crate) log_lines_this_call: u32,
     pub(crate) log_dropped: u64,
@@ -104,7 +106,7 @@ impl HostState {
             call_ends_at: std::time::Instant::now(),
             fuel_before_call: 0,
             http,
-            call: crate::plugin::Call::Instantiate,
+            call: crate::call::Call::Instantiate,
             fuel_budget: 0,
             log_lines_this_call: 0,
             log_dropped: 0,

@@ -5,21 +5,19 @@
 //! due. Each stage is a function of its own module; the trainer only owns the state and emits
 //! [`TrainEvent`]s, which reporters turn into files and progress.
 
+mod collect;
+
 use crate::advantages::estimate;
-use crate::batch::{TrainSample, build_batch};
+use crate::batch::TrainSample;
 use crate::config::Config;
 use crate::constraint::action_constraint;
 use crate::error::TrainError;
 use crate::events::{Emitter as Events, Phase, Reporter, Split, TrainEvent};
-use crate::filter::{FilterParams, filter_groups};
-use crate::metrics::{Metrics, add_stats, rollout_metrics};
+use crate::metrics::Metrics;
 use crate::models::Models;
-use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer, prefix_cache};
-use crate::prompt::OriginCounts;
-use crate::rewards::{apply_reward_functions, training_scores};
-use crate::rollout::{EnvFactory, EnvPool, RolloutParams, RolloutProgress, rollout};
+use crate::rollout::{EnvFactory, EnvPool};
 use crate::run_dir::{RunDir, RunInfo, TrainerState};
-use crate::seeds::{group_seeds, rollout_sampler_seed, train_reset_base, validation_sampler_seed};
+use crate::seeds::validation_sampler_seed;
 use crate::update::{actor_micro_batches, update};
 use crate::validate::evaluate;
 use ragen_gym_core::RewardFunction;
@@ -219,80 +217,6 @@ impl Trainer {
         }
         self.cached = Some((samples, rollout_metrics));
         Ok(m)
-    }
-
-    /// Rollout, rewards, filter: the kept samples and the rollout's metrics.
-    fn collect(
-        &mut self,
-        it: u32,
-        ev: &mut Events<'_>,
-    ) -> Result<(Vec<TrainSample>, Metrics), TrainError> {
-        let cfg = &self.cfg;
-        let g = cfg.es_manager.train;
-        let rollout_index = u64::from((it - 1) / cfg.trainer.online_k);
-        let base = train_reset_base(cfg.seed.train, g.env_groups, rollout_index);
-        let seeds = group_seeds(base, g.env_groups, g.group_size);
-        let sampler_seed = rollout_sampler_seed(cfg.seed.sampler, rollout_index);
-        let spec = self.train_pool.spec();
-        let p = RolloutParams::from_config(cfg, spec, cfg.rollout.temperature, sampler_seed);
-        let t = Instant::now();
-        ev.phase(it, Phase::Rollout, seeds.len());
-        let tokenizer = self.models.policy.tokenizer();
-        let mut generator = PolicyGenerator {
-            model: self.models.policy.sampler(),
-            tokenizer: PolicyTokenizer(tokenizer),
-            constraint: self.constraint.as_ref(),
-            prefix_cache: prefix_cache(cfg),
-        };
-        let out = {
-            let mut progress = ev.progress(it, Phase::Rollout);
-            let on_turn = &mut |pr: RolloutProgress| progress(pr.generated);
-            rollout(&mut self.train_pool, &seeds, &mut generator, &p, on_turn)?
-        };
-        ev.check().map_err(TrainError::Report)?;
-        let (mut trajs, traces) = (out.trajectories, out.traces);
-        let mut m = Metrics::new();
-        m.insert("timing_s/gen".into(), t.elapsed().as_secs_f64());
-        if let Some(st) = generator.prefix_cache.as_ref().map(pol::PrefixCache::stats) {
-            // Share of prompt tokens that went through the model (1 without prefix sharing).
-            let frac = st.prefilled_tokens as f64 / st.prompt_tokens.max(1) as f64;
-            m.insert("rollout/prefilled_token_frac".into(), frac);
-            m.insert(
-                "rollout/prefix_cache_peak_mib".into(),
-                st.peak_bytes as f64 / 1048576.0,
-            );
-        }
-        if self.constraint.is_some() {
-            let mut counts = OriginCounts::default();
-            traces.iter().flatten().for_each(|t| counts.add(t));
-            let (choice, forced) = counts.fractions();
-            m.insert("rollout/constrained_token_frac".into(), choice);
-            m.insert("rollout/forced_token_frac".into(), forced);
-        }
-        apply_reward_functions(&mut self.reward_functions, &mut trajs, &mut m);
-        m.extend(rollout_metrics("train", &trajs, g.group_size));
-        ev.emit(TrainEvent::Trajectories {
-            iteration: it,
-            split: Split::Train,
-            trajectories: &trajs,
-        });
-        ev.check().map_err(TrainError::Report)?;
-        let scores = training_scores(cfg, &trajs, &mut m);
-        let kept = filter_groups(&scores, g.group_size, &FilterParams::from_config(cfg));
-        m.extend(kept.metrics);
-        let (samples, lens) = build_batch(
-            &PolicyTokenizer(tokenizer),
-            &p.prompt,
-            &trajs,
-            &traces,
-            &scores,
-            &kept.kept_groups,
-            cfg.agent_proxy.use_turn_scores,
-        )?;
-        m.insert("train/response_length".into(), crate::stats::mean(&lens));
-        add_stats(&mut m, "response_length", &lens);
-        m.insert("rollout/kept_trajectories".into(), samples.len() as f64);
-        Ok((samples, m))
     }
 
     /// The validation protocol; its `val-env/*` metrics and `timing_s/testing` go into `m`.
