@@ -6,8 +6,8 @@ use crate::servers::{ChatServer, HttpServer, Reply, free_port};
 use ragen_gym_cli::cmd::eval::openai::{
     ChatClient, ChatError, ChatRequest, RetryPolicy, WireMessage,
 };
-use ragen_gym_cli::cmd::plugin_args::SandboxArgs;
 use ragen_gym_cli::cmd::{eval, replay};
+use ragen_gym_cli::shared::sandbox::SandboxArgs;
 use ragen_gym_registry::LockFile;
 use std::time::Duration;
 

@@ -3,9 +3,10 @@
 //! [`RegistryError`] and leaves the cache without a file, temp files included.
 
 use crate::servers::{HttpServer, Registry, Reply};
-use ragen_gym_cli::cmd::plugin_args::{SandboxArgs, SourceArgs};
 use ragen_gym_cli::cmd::{eval, publish};
 use ragen_gym_cli::error::exit_code_of;
+use ragen_gym_cli::shared::plugins::SourceArgs;
+use ragen_gym_cli::shared::sandbox::SandboxArgs;
 use ragen_gym_registry::{
     Digest, LockFile, Origin, PluginCache, PluginRef, PluginRole, RegistryError, ResolveOptions,
     Resolver, WasmComponentInfo,

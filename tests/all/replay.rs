@@ -3,11 +3,12 @@
 //! reporter, replay identically; an edited reward is caught at its step (exit code 14); another
 //! plugin is refused (exit code 11) with both digests named.
 
-use ragen_gym_cli::cmd::plugin_args::{SandboxArgs, load};
 use ragen_gym_cli::cmd::replay;
-use ragen_gym_cli::cmd::run_config::base_config;
 use ragen_gym_cli::error::exit_code_of;
 use ragen_gym_cli::report::jsonl::{EnvSource, JsonlReporter};
+use ragen_gym_cli::shared::config::base_config;
+use ragen_gym_cli::shared::plugins::load;
+use ragen_gym_cli::shared::sandbox::SandboxArgs;
 use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_sandbox::WasmEnv;
 use ragen_gym_starpo::{

@@ -1,85 +1,17 @@
 //! `ragen-gym`: train LLM agents with StarPO in sandboxed WebAssembly environments.
 //!
-//! The command-line tool as a library: argument types, one module per subcommand (`cmd`), the
-//! reporters that turn training events into files and progress (`report`), and the typed
-//! failures that decide the exit code (`error`). `main` only parses and calls [`run`].
+//! The command-line tool as a library: the command line and its dispatch ([`app`]), one module
+//! per subcommand ([`cmd`]), what the subcommands share ([`shared`]: device, plugins, sandbox,
+//! config layers, the sandbox and envs of a run), the reporters that turn training events into
+//! files and progress ([`report`]), and the typed failures that decide the exit code
+//! ([`error`]). `main` only parses and calls [`run`].
 #![deny(missing_docs)]
 
+pub mod app;
 pub mod cmd;
 pub mod error;
 pub mod report;
+pub mod shared;
 
-use clap::{Parser, Subcommand};
-use std::process::ExitCode;
-
+pub use app::{Cli, Command, run};
 pub use error::{ExpectedError, exit_code};
-
-/// Train LLM agents with multi-turn RL (StarPO) in sandboxed WebAssembly environments.
-#[derive(Parser)]
-#[command(name = "ragen-gym", version, about, after_help = error::EXIT_CODES_HELP)]
-pub struct Cli {
-    /// The subcommand.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-#[derive(Subcommand)]
-pub enum Command {
-    /// Show a plugin's manifest, interface version, sha256 and capabilities (runs no plugin code).
-    Inspect(cmd::inspect::Args),
-    /// Conformance-check a plugin (determinism, spec sanity, limits), like Gymnasium's check_env.
-    Check(cmd::check::Args),
-    /// Play an environment in the terminal.
-    Play(cmd::play::Args),
-    /// Evaluate a policy (random, or a model) on an environment.
-    Eval(cmd::eval::Args),
-    /// Benchmarks that print side-by-side ratios.
-    #[command(subcommand)]
-    Bench(cmd::bench::BenchCommand),
-    /// Generate text with a model (default: SmolLM2-135M-Instruct).
-    Generate(cmd::generate::Args),
-    /// Train a policy with StarPO / StarPO-S.
-    Train(cmd::train::Args),
-    /// Write PNG training curves for a run directory.
-    Plot(cmd::plot::Args),
-    /// Push a plugin to an OCI registry as a Wasm OCI artifact (`oci://registry/namespace/name:tag`).
-    Publish(cmd::publish::Args),
-    /// Re-run recorded trajectories of a run against the env and show the first difference.
-    Replay(cmd::replay::Args),
-    /// The WebShop-compatible test server.
-    #[command(subcommand)]
-    Webshop(cmd::webshop::WebshopCommand),
-}
-
-/// Set up logging (`RAGEN_LOG`, default `warn`, on stderr), run the subcommand, print an error
-/// with its whole chain, and map it to an exit code ([`exit_code`]).
-pub fn run(cli: Cli) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RAGEN_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    let result = match cli.command {
-        Command::Inspect(a) => cmd::inspect::run(a),
-        Command::Check(a) => cmd::check::run(a),
-        Command::Play(a) => cmd::play::run(a),
-        Command::Eval(a) => cmd::eval::run(a),
-        Command::Bench(c) => cmd::bench::run(c),
-        Command::Generate(a) => cmd::generate::run(a),
-        Command::Train(a) => cmd::train::run(a),
-        Command::Plot(a) => cmd::plot::run(a),
-        Command::Publish(a) => cmd::publish::run(a),
-        Command::Replay(a) => cmd::replay::run(a),
-        Command::Webshop(c) => cmd::webshop::run(c),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            error::exit_code_of(&err)
-        }
-    }
-}

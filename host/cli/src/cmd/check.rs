@@ -2,10 +2,10 @@
 //! step determinism, limits) through the sandbox. Exit 0 only if every check passes, exit 10
 //! (`exit_code::CHECKS_FAILED`) when one fails.
 
-use super::plugin_args::{SandboxArgs, load};
 use crate::ExpectedError;
-use ragen_gym_core::Env;
-use ragen_gym_sandbox::WasmEnv;
+use crate::shared::plugins::load;
+use crate::shared::run::new_env;
+use crate::shared::sandbox::SandboxArgs;
 
 /// Arguments of `ragen-gym check`.
 #[derive(clap::Args)]
@@ -27,9 +27,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let plugin = load(&args.plugin, &args.sandbox)?;
     let grants = args.sandbox.grants()?;
-    let report = ragen_gym_core::check_env(|| {
-        WasmEnv::new(&plugin, &args.config, grants.clone()).map(|e| Box::new(e) as Box<dyn Env>)
-    });
+    let report = ragen_gym_core::check_env(|| new_env(&plugin, &args.config, grants.clone()));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -38,7 +38,7 @@ pub struct Args {
     pub json: bool,
     /// Where the model runs.
     #[command(flatten)]
-    pub device: super::device_args::DeviceArgs,
+    pub device: crate::shared::device::DeviceArgs,
 }
 
 /// Run the subcommand.

@@ -1,8 +1,8 @@
 //! `ragen-gym inspect PLUGIN [--json]`: the manifest, interface version, sha256 and capabilities
 //! of a plugin, read without running any plugin code.
 
-use super::plugin_args::{SourceArgs, fetch_plugin};
 use crate::ExpectedError;
+use crate::shared::plugins::{SourceArgs, fetch_plugin};
 use ragen_gym_registry::PluginRole;
 
 /// Arguments of `ragen-gym inspect`.

@@ -1,9 +1,9 @@
 //! `ragen-gym play --env PLUGIN [--seed N]`: play an environment in the terminal. Type an
 //! action per line (one of the action names, case-insensitive, or free text); `quit` stops.
 
-use super::plugin_args::{SandboxArgs, load};
-use ragen_gym_core::Env;
-use ragen_gym_sandbox::WasmEnv;
+use crate::shared::plugins::load;
+use crate::shared::run::new_env;
+use crate::shared::sandbox::SandboxArgs;
 use std::io::{BufRead, Write};
 
 /// Arguments of `ragen-gym play`.
@@ -26,7 +26,7 @@ pub struct Args {
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let plugin = load(&args.env, &args.sandbox)?;
-    let mut env = WasmEnv::new(&plugin, &args.config, args.sandbox.grants()?)?;
+    let mut env = new_env(&plugin, &args.config, args.sandbox.grants()?)?;
     let spec = env.spec().clone();
     println!(
         "{} {}: {}\n\n{}",

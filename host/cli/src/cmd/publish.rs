@@ -6,8 +6,8 @@
 //! Credentials come from `RAGEN_GYM_REGISTRY_USERNAME` / `RAGEN_GYM_REGISTRY_PASSWORD`
 //! (anonymous without them); a plain-HTTP registry needs `--insecure-registry HOST:PORT`.
 
-use super::plugin_args::{SourceArgs, fetch_plugin};
 use crate::ExpectedError;
+use crate::shared::plugins::{SourceArgs, fetch_plugin};
 use ragen_gym_registry::{PluginRef, PluginRole, WasmComponentInfo};
 use std::collections::BTreeMap;
 

@@ -9,11 +9,10 @@
 //! get that reward": re-run it, with logging (`RAGEN_LOG=debug`) or a patched plugin (`--env`,
 //! which must still have the recorded digest).
 
-use super::plugin_args::{SandboxArgs, load};
 use crate::ExpectedError;
+use crate::shared::{plugins::load, run::new_env, sandbox::SandboxArgs};
 use anyhow::Context;
 use ragen_gym_core::{Divergence, Trajectory, replay_trajectory};
-use ragen_gym_sandbox::WasmEnv;
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -133,10 +132,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .into());
         }
         let env_config = rec.env_config.clone().unwrap_or_default();
-        let mut env =
-            WasmEnv::new(plugin, &env_config, args.sandbox.grants()?).with_context(|| {
-                format!("failed to build env {reference} with config {env_config:?}")
-            })?;
+        let mut env = new_env(plugin, &env_config, args.sandbox.grants()?).with_context(|| {
+            format!("failed to build env {reference} with config {env_config:?}")
+        })?;
         let label = format!(
             "trajectory {i} (seed {}, group {}{}{})",
             t.seed,
@@ -145,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map_or(String::new(), |it| format!(", iteration {it}")),
             rec.split.map_or(String::new(), |s| format!(", {s}"))
         );
-        match replay_trajectory(&mut env, &t) {
+        match replay_trajectory(env.as_mut(), &t) {
             Ok(s) => {
                 ok += 1;
                 println!(

@@ -6,17 +6,18 @@
 //! `--config FILE`, `RAGEN_<SECTION>__<KEY>` variables, `--set`, then `--model` / `--iterations`.
 //! With `--resume DIR` the run's own `config.toml` replaces the first four layers.
 
-use super::plugin_args::{SandboxArgs, load_into, load_reward_functions, write_lock};
-use super::run_config::base_config;
 use crate::ExpectedError;
 use crate::report::Reporters;
 use crate::report::jsonl::{EnvSource, JsonlReporter};
 use crate::report::progress::ProgressReporter;
 use crate::report::tensorboard::TensorBoardReporter;
+use crate::shared::config::base_config;
+use crate::shared::device::DeviceArgs;
+use crate::shared::plugins::{load_reward_functions, write_lock};
+use crate::shared::run::RunEnvs;
+use crate::shared::sandbox::SandboxArgs;
 use anyhow::Context;
-use ragen_gym_core::{Env, EnvCallError};
-use ragen_gym_registry::PluginRole;
-use ragen_gym_sandbox::WasmEnv;
+use ragen_gym_policy::Device;
 use ragen_gym_starpo::{
     Config, ConfigBuilder, ConfigError, RunDir, TrainError, TrainSetup, Trainer,
 };
@@ -52,7 +53,7 @@ pub struct Args {
     pub no_cpu_profile: bool,
     /// Where the model runs.
     #[command(flatten)]
-    pub device: super::device_args::DeviceArgs,
+    pub device: DeviceArgs,
     /// A reward-function plugin (`.wasm`) whose score is added to every trajectory's env
     /// rewards (repeatable; not remembered by `--resume`, pass it again).
     #[arg(long = "reward-plugin", value_name = "PLUGIN")]
@@ -80,67 +81,52 @@ fn finish_config(builder: ConfigBuilder, args: &Args) -> Result<Config, ConfigEr
     b.build()
 }
 
+/// The run's config layers below the user's (the run's own `config.toml` with `--resume`), the
+/// env plugin and the run directory.
+fn run_base(args: &Args, device: &Device) -> anyhow::Result<(ConfigBuilder, String, PathBuf)> {
+    if let Some(dir) = &args.resume {
+        let run = RunDir::open(dir)?;
+        let env = match &args.env {
+            Some(e) => e.clone(),
+            None => run.read_run_info()?.env_source,
+        };
+        let builder = run.resume_config().map_err(ExpectedError::config)?;
+        return Ok((builder, env, dir.clone()));
+    }
+    let env = args
+        .env
+        .clone()
+        .context("--env PLUGIN is required (or --resume DIR)")?;
+    let b = base_config(&env, device, args.no_cpu_profile).map_err(ExpectedError::config)?;
+    let dir = args.run_dir.clone().unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        PathBuf::from("runs").join(format!("{}-{t}", env_name(&env)))
+    });
+    Ok((b, env, dir))
+}
+
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let device = args.device.open()?;
-    let (builder, env_spec, run_dir) = match &args.resume {
-        Some(dir) => {
-            let run = RunDir::open(dir)?;
-            let env = match &args.env {
-                Some(e) => e.clone(),
-                None => run.read_run_info()?.env_source,
-            };
-            let builder = run.resume_config().map_err(ExpectedError::config)?;
-            (builder, env, dir.clone())
-        }
-        None => {
-            let env = args
-                .env
-                .clone()
-                .context("--env PLUGIN is required (or --resume DIR)")?;
-            let b =
-                base_config(&env, &device, args.no_cpu_profile).map_err(ExpectedError::config)?;
-            let dir = args.run_dir.clone().unwrap_or_else(|| {
-                let t = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                PathBuf::from("runs").join(format!("{}-{t}", env_name(&env)))
-            });
-            (b, env, dir)
-        }
-    };
+    let (builder, env_spec, run_dir) = run_base(&args, &device)?;
     let config = finish_config(builder, &args).map_err(ExpectedError::config)?;
 
     // One sandbox for the run: the env's instances plus one per reward function.
-    let mut sandbox_args = args.sandbox.clone();
-    sandbox_args.max_instances = Some(
-        u32::try_from(config.live_env_instances() + args.reward_plugin.len()).unwrap_or(u32::MAX),
-    );
-    let sandbox = sandbox_args.sandbox()?;
-    let (plugin, env_lock) = load_into(&sandbox, &env_spec, PluginRole::Env, &args.sandbox.source)?;
+    let envs = RunEnvs::load(&args.sandbox, &config, &env_spec, args.reward_plugin.len())?;
     let (reward_functions, reward_locks) =
-        load_reward_functions(&sandbox, &args.reward_plugin, &args.sandbox.source)?;
-    let grants = args.sandbox.grants()?;
-    let env_config = config.env.config.clone();
+        load_reward_functions(&envs.sandbox, &args.reward_plugin, &args.sandbox.source)?;
     let env_source = EnvSource {
-        plugin: env_lock.reference.clone(),
-        plugin_sha256: plugin.info().sha256.clone(),
-        env_config: env_config.clone(),
+        plugin: envs.lock.reference.clone(),
+        plugin_sha256: envs.sha256(),
+        env_config: config.env.config.clone(),
     };
-    let sha = plugin.info().sha256.clone();
-    let make_env: ragen_gym_starpo::EnvFactory =
-        Box::new(move || -> Result<Box<dyn Env>, EnvCallError> {
-            Ok(Box::new(WasmEnv::new(
-                &plugin,
-                &env_config,
-                grants.clone(),
-            )?))
-        });
     let log_trajectories = config.trainer.log_trajectories as usize;
     let mut trainer = Trainer::new(TrainSetup {
+        make_env: envs.factory(&config),
+        plugin_sha256: envs.sha256(),
         config,
-        make_env,
-        plugin_sha256: sha,
         env_source: env_spec,
         reward_functions,
         run_dir,
@@ -156,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     eprintln!("run directory: {}", trainer.run_dir().display());
     write_lock(
         trainer.run_dir(),
-        std::iter::once(env_lock).chain(reward_locks).collect(),
+        std::iter::once(envs.lock).chain(reward_locks).collect(),
     )?;
     let run = RunDir::open(trainer.run_dir())?;
     let mut reporters = Reporters(vec![

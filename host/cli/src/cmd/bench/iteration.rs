@@ -1,6 +1,6 @@
 //! `ragen-gym bench iteration --env PLUGIN [--json]`: one RAGEN-shaped StarPO iteration (rollout,
 //! scoring of old log-probs and values, critic update, actor update) through the real trainer,
-//! with prefix sharing on and off in the same run (issue #10, item 5).
+//! with prefix sharing on and off in the same run (`docs/benchmarks.md`, "bench iteration").
 //!
 //! Each round runs one iteration with `rollout.prefix_sharing` on and one with it off, in
 //! alternating order (on/off, then off/on), each with a fresh trainer on the same config and
@@ -8,17 +8,16 @@
 //! but for prefilling. Figures are medians over the rounds; peak memory is the process's peak
 //! RSS during the iteration (reset before each). The shape is RAGEN's 8 groups x 16 rollouts
 //! (`--groups`, `--group-size`) with the config layers of `ragen-gym train` (the CPU profile on
-//! a CPU, then the env preset) for turns and lengths. See `docs/benchmarks.md`.
+//! a CPU, then the env preset) for turns and lengths.
 
-use std::time::Instant;
-
-use anyhow::Context;
-use ragen_gym_starpo::{Metrics, Silent, TrainSetup, Trainer};
+use ragen_gym_starpo::{Config, Metrics, Silent};
 use serde_json::{Value, json};
 
-use super::policy::{peak_rss_mib, reset_peak_rss};
-use crate::cmd::plugin_args::{SandboxArgs, env_factory, load};
-use crate::cmd::run_config::base_config;
+use super::harness::one_iteration;
+use crate::shared::config::base_config;
+use crate::shared::device::DeviceArgs;
+use crate::shared::run::RunEnvs;
+use crate::shared::sandbox::SandboxArgs;
 
 /// Arguments of `bench iteration`.
 #[derive(clap::Args)]
@@ -50,7 +49,7 @@ pub struct IterationArgs {
     pub json: bool,
     /// Where the model runs.
     #[command(flatten)]
-    pub device: crate::cmd::device_args::DeviceArgs,
+    pub device: DeviceArgs,
 }
 
 /// The timings of one iteration.
@@ -105,31 +104,11 @@ const ROLLOUT_KEYS: [&str; 3] = [
     "rollout/old_log_prob",
 ];
 
-/// Run the benchmark.
-pub fn run(args: IterationArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.rounds > 0, "--rounds must be at least 1");
-    let device = args.device.open()?;
-    let scratch =
-        std::env::temp_dir().join(format!("ragen-gym-bench-iteration-{}", std::process::id()));
-    let result = measure(&args, &device, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
-    let runs = result?;
-    let side = |on: bool| -> Vec<&Run> { runs.iter().filter(|r| r.sharing == on).collect() };
-    let med = |rs: &[&Run], f: fn(&Run) -> f64| median(rs.iter().map(|r| f(r)).collect());
-    let (on, off) = (side(true), side(false));
-    let summary = |rs: &[&Run]| {
-        json!({
-            "seconds": med(rs, |r| r.seconds),
-            "sampling_s": med(rs, |r| r.sampling_s),
-            "scoring_s": med(rs, |r| r.scoring_s),
-            "critic_s": med(rs, |r| r.critic_s),
-            "actor_s": med(rs, |r| r.actor_s),
-            "peak_mib": med(rs, |r| r.peak_mib),
-        })
-    };
-    // Metrics of a later run that differ from the first run's: (key, first, later).
-    let differ: Vec<(&str, Option<f64>, Option<f64>)> = runs
-        .iter()
+/// Metrics of a later run that differ from the first run's: (key, first, later).
+type Differences = Vec<(&'static str, Option<f64>, Option<f64>)>;
+
+fn rollout_differences(runs: &[Run]) -> Differences {
+    runs.iter()
         .flat_map(|r| ROLLOUT_KEYS.iter().map(move |k| (*k, r)))
         .filter_map(|(k, r)| {
             let (a, b) = (runs[0].metrics.get(k).copied(), r.metrics.get(k).copied());
@@ -139,16 +118,34 @@ pub fn run(args: IterationArgs) -> anyhow::Result<()> {
             };
             (!same).then_some((k, a, b))
         })
-        .collect();
-    let same_rollout = differ.is_empty();
-    let seconds = med(&on, |r| r.seconds);
-    let seconds_without = med(&off, |r| r.seconds);
-    let mut out = summary(&on);
+        .collect()
+}
+
+/// The medians of the runs with sharing `on`.
+fn summary(runs: &[Run], on: bool) -> Value {
+    let side: Vec<&Run> = runs.iter().filter(|r| r.sharing == on).collect();
+    let med = |f: fn(&Run) -> f64| median(side.iter().map(|r| f(r)).collect());
+    json!({
+        "seconds": med(|r| r.seconds),
+        "sampling_s": med(|r| r.sampling_s),
+        "scoring_s": med(|r| r.scoring_s),
+        "critic_s": med(|r| r.critic_s),
+        "actor_s": med(|r| r.actor_s),
+        "peak_mib": med(|r| r.peak_mib),
+    })
+}
+
+/// The whole report: the sharing side's medians at the top level, the other side's under
+/// `without_sharing`, the rollout check and every run.
+fn report(args: &IterationArgs, runs: &[Run], differ: &Differences) -> Value {
+    let seconds = |v: &Value| v["seconds"].as_f64().unwrap_or(f64::NAN);
+    let (mut out, off) = (summary(runs, true), summary(runs, false));
+    let speedup = seconds(&off) / seconds(&out);
     let o = out.as_object_mut().expect("an object");
-    o.insert("seconds_without_sharing".into(), json!(seconds_without));
-    o.insert("speedup".into(), json!(seconds_without / seconds));
-    o.insert("without_sharing".into(), summary(&off));
-    o.insert("same_rollout".into(), json!(same_rollout));
+    o.insert("seconds_without_sharing".into(), json!(seconds(&off)));
+    o.insert("speedup".into(), json!(speedup));
+    o.insert("without_sharing".into(), off);
+    o.insert("same_rollout".into(), json!(differ.is_empty()));
     o.insert(
         "rollout_differences".into(),
         differ
@@ -161,38 +158,80 @@ pub fn run(args: IterationArgs) -> anyhow::Result<()> {
     o.insert("group_size".into(), json!(args.group_size));
     o.insert("rounds".into(), json!(args.rounds));
     o.insert("runs".into(), runs.iter().map(Run::json).collect());
+    out
+}
+
+fn print_table(args: &IterationArgs, out: &Value, differ: &Differences) {
+    println!(
+        "bench iteration --env {} ({} groups x {}, {} round(s), medians)",
+        args.env, args.groups, args.group_size, args.rounds
+    );
+    println!(
+        "{:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+        "prefix sharing", "total s", "sample s", "score s", "critic s", "actor s", "peak MiB"
+    );
+    for (name, s) in [("on", out), ("off", &out["without_sharing"])] {
+        let f = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{name:<16}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.0}",
+            f("seconds"),
+            f("sampling_s"),
+            f("scoring_s"),
+            f("critic_s"),
+            f("actor_s"),
+            f("peak_mib")
+        );
+    }
+    let speedup = out["speedup"].as_f64().unwrap_or(f64::NAN);
+    println!("speedup with sharing: {speedup:.2}x");
+    for (k, a, b) in differ {
+        println!("warning: the rollouts differ: {k} is {a:?} in the first run, {b:?} in another");
+    }
+}
+
+/// Run the benchmark.
+pub fn run(args: IterationArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.rounds > 0, "--rounds must be at least 1");
+    let device = args.device.open()?;
+    let scratch =
+        std::env::temp_dir().join(format!("ragen-gym-bench-iteration-{}", std::process::id()));
+    let result = measure(&args, &device, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let runs = result?;
+    let differ = rollout_differences(&runs);
+    let out = report(&args, &runs, &differ);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!(
-            "bench iteration --env {} ({} groups x {}, {} round(s), medians)",
-            args.env, args.groups, args.group_size, args.rounds
-        );
-        println!(
-            "{:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
-            "prefix sharing", "total s", "sample s", "score s", "critic s", "actor s", "peak MiB"
-        );
-        for (name, rs) in [("on", &on), ("off", &off)] {
-            let s = summary(rs);
-            let f = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
-            println!(
-                "{name:<16}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.0}",
-                f("seconds"),
-                f("sampling_s"),
-                f("scoring_s"),
-                f("critic_s"),
-                f("actor_s"),
-                f("peak_mib")
-            );
-        }
-        println!("speedup with sharing: {:.2}x", seconds_without / seconds);
-        for (k, a, b) in &differ {
-            println!(
-                "warning: the rollouts differ: {k} is {a:?} in the first run, {b:?} in another"
-            );
-        }
+        print_table(&args, &out, &differ);
     }
     Ok(())
+}
+
+/// The config of one side: `train`'s layers, `--set`, `--model`, then the benchmark's shape,
+/// one iteration, and prefix sharing on or off.
+fn side_config(
+    args: &IterationArgs,
+    device: &ragen_gym_policy::Device,
+    sharing: bool,
+) -> anyhow::Result<Config> {
+    let mut b = base_config(&args.env, device, args.no_cpu_profile)?.user_layers(
+        None,
+        std::iter::empty(),
+        &args.set,
+    )?;
+    if let Some(m) = &args.model {
+        b = b.set_str("model.path", m, "--model")?;
+    }
+    for o in [
+        format!("es_manager.train.env_groups={}", args.groups),
+        format!("es_manager.train.group_size={}", args.group_size),
+        "trainer.total_training_steps=1".into(),
+        format!("rollout.prefix_sharing={sharing}"),
+    ] {
+        b = b.layer_override(&o)?;
+    }
+    Ok(b.build()?)
 }
 
 /// Every round's two iterations, in alternating order.
@@ -201,13 +240,13 @@ fn measure(
     device: &ragen_gym_policy::Device,
     scratch: &std::path::Path,
 ) -> anyhow::Result<Vec<Run>> {
-    let live = args.groups * args.group_size + 256;
-    let sandbox = SandboxArgs {
-        max_instances: Some(u32::try_from(live).unwrap_or(u32::MAX)),
-        ..SandboxArgs::default()
-    };
-    let plugin = load(&args.env, &sandbox)?;
-    let sha = plugin.info().sha256.clone();
+    // Both sides keep the same envs alive; the plugin is loaded once.
+    let envs = RunEnvs::load(
+        &SandboxArgs::default(),
+        &side_config(args, device, true)?,
+        &args.env,
+        0,
+    )?;
     let mut runs = Vec::new();
     for round in 0..args.rounds {
         let order = if round % 2 == 0 {
@@ -216,54 +255,20 @@ fn measure(
             [false, true]
         };
         for sharing in order {
-            let mut b = base_config(&args.env, device, args.no_cpu_profile)?.user_layers(
-                None,
-                std::iter::empty(),
-                &args.set,
-            )?;
-            if let Some(m) = &args.model {
-                b = b.set_str("model.path", m, "--model")?;
-            }
-            for o in [
-                format!("es_manager.train.env_groups={}", args.groups),
-                format!("es_manager.train.group_size={}", args.group_size),
-                "trainer.total_training_steps=1".into(),
-                format!("rollout.prefix_sharing={sharing}"),
-            ] {
-                b = b.layer_override(&o)?;
-            }
-            let config = b.build()?;
-            let make_env = env_factory(
-                plugin.clone(),
-                config.env.config.clone(),
-                Default::default(),
-            );
+            let config = side_config(args, device, sharing)?;
             let run_dir = scratch.join(format!("run-{round}-{sharing}"));
-            let mut trainer = Trainer::new(TrainSetup {
-                config,
-                make_env,
-                plugin_sha256: sha.clone(),
-                env_source: args.env.clone(),
-                reward_functions: vec![],
-                run_dir: run_dir.clone(),
-                resume: false,
-                device: device.clone(),
-            })
-            .with_context(|| format!("failed to set up the trainer in {}", run_dir.display()))?;
-            reset_peak_rss();
-            let t = Instant::now();
-            let metrics = trainer.iterate(&mut Silent)?;
-            let seconds = t.elapsed().as_secs_f64();
-            let get = |k: &str| metrics.get(k).copied().unwrap_or(f64::NAN);
+            let it = one_iteration(config, &envs, device, &run_dir, &mut Silent);
+            let _ = std::fs::remove_dir_all(&run_dir);
+            let it = it?;
             let run = Run {
                 sharing,
-                seconds,
-                sampling_s: get("timing_s/gen"),
-                scoring_s: get("timing_s/old_log_prob"),
-                critic_s: get("timing_s/update_critic"),
-                actor_s: get("timing_s/update_actor"),
-                peak_mib: peak_rss_mib().unwrap_or(f64::NAN),
-                metrics,
+                seconds: it.seconds,
+                sampling_s: it.sampling_s(),
+                scoring_s: it.scoring_s(),
+                critic_s: it.critic_s(),
+                actor_s: it.actor_s(),
+                peak_mib: it.memory.host_peak_rss_mib.unwrap_or(f64::NAN),
+                metrics: it.metrics,
             };
             if !args.json {
                 eprintln!(
@@ -275,8 +280,6 @@ fn measure(
                 );
             }
             runs.push(run);
-            drop(trainer);
-            let _ = std::fs::remove_dir_all(&run_dir);
         }
     }
     Ok(runs)

@@ -27,6 +27,9 @@ pub use gpu_check::GpuCheckArgs;
 mod iteration;
 pub use iteration::IterationArgs;
 
+pub mod harness;
+pub mod memory;
+
 /// Run a benchmark.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {

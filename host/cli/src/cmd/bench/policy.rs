@@ -1,16 +1,20 @@
 //! `ragen-gym bench policy`: sampling, prefill and training throughput of the candle policy, full
 //! fine-tuning vs LoRA, with peak memory. It prints our figures alone: ratios against PyTorch,
 //! Hugging Face `generate` and llama.cpp come only from `scripts/bench-anchors.sh`, which runs
-//! the same shapes side by side on the same machine and reads `--json` (issue #10).
+//! the same shapes side by side on the same machine and reads `--json` (`docs/benchmarks.md`,
+//! "Anchors for `bench policy`").
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
 use ragen_gym_policy::{
-    AdamW, AdamWConfig, AttentionMask, KvCache, LoadedModel, LoraConfig, Message, ParamGrads,
-    Policy, SamplingParams, Tensor, TokenBatch, Trainable, clip_grad_norm, sample, score,
+    AdamW, AdamWConfig, AttentionMask, Device, KvCache, LlamaModel, LoadedModel, LoraConfig,
+    Message, ParamGrads, Policy, SamplingParams, Tensor, TokenBatch, Tokenizer, Trainable,
+    clip_grad_norm, sample, score,
 };
+
+use super::memory::MemoryProbe;
 
 /// Arguments of `bench policy`.
 #[derive(clap::Args)]
@@ -59,7 +63,7 @@ pub struct PolicyArgs {
     pub no_lora: bool,
     /// Where the model runs.
     #[command(flatten)]
-    pub device: crate::cmd::device_args::DeviceArgs,
+    pub device: crate::shared::device::DeviceArgs,
     /// Train with activation (gradient) checkpointing: each layer is recomputed in the backward.
     #[arg(long)]
     pub gradient_checkpointing: bool,
@@ -68,19 +72,6 @@ pub struct PolicyArgs {
     /// tokenizer comes from `--model` (only the sampling prompt uses it).
     #[arg(long)]
     pub random_weights: Option<PathBuf>,
-}
-
-/// Peak resident set size of this process in MiB (`VmHWM`).
-pub(crate) fn peak_rss_mib() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
-/// Reset the peak-RSS counter (Linux: writing 5 to clear_refs).
-pub(crate) fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// Run the policy benchmark.
@@ -100,78 +91,36 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
         loaded.source = path.clone();
     }
     let load_s = t0.elapsed().as_secs_f64();
-    let threads = candle_threads();
     let mut report = serde_json::json!({
         "model": loaded.source,
-        "threads": threads,
+        "threads": candle_threads(),
         "load_s": load_s,
         "sampling": [],
         "prefill": [],
         "training": [],
     });
-    // Sampling: temperature 1 so rows run to the token budget most of the time.
-    let model = loaded.frozen_model()?;
-    let tok = &loaded.tokenizer;
-    let prompt = tok.encode_chat(
+    // The sampling prompt, also for `scripts/bench-anchors.sh` to give the anchors.
+    let prompt = loaded.tokenizer.encode_chat(
         &[Message::user(
             "Write a short story about a robot who learns to paint.",
         )],
         true,
     )?;
     report["prompt_ids"] = serde_json::json!(prompt);
-    let batches: &[usize] = if args.no_sample {
-        &[]
-    } else {
-        &args.sample_batches
-    };
-    for &b in batches {
-        reset_peak_rss();
-        let prompts = vec![prompt.clone(); b];
-        let params = SamplingParams {
-            temperature: 1.0,
-            max_new_tokens: args.new_tokens,
-            seed: 1,
-            ..Default::default()
-        };
-        let t = Instant::now();
-        let out = sample(&model, tok, &prompts, &params)?;
-        let secs = t.elapsed().as_secs_f64();
-        let generated: usize = out.iter().map(|s| s.tokens.len()).sum();
-        let tps = generated as f64 / secs;
-        report["sampling"]
-            .as_array_mut()
-            .unwrap()
-            .push(serde_json::json!({
-                "batch": b,
-                "prompt_tokens": prompt.len(),
-                "generated_tokens": generated,
-                "seconds": secs,
-                "tokens_per_s": tps,
-                "peak_rss_mib": peak_rss_mib(),
-            }));
+    if !args.no_sample {
+        let model = loaded.frozen_model()?;
+        bench_sampling(
+            &model,
+            &loaded.tokenizer,
+            &prompt,
+            &args,
+            &device,
+            &mut report,
+        )?;
     }
-    if !args.no_sample && args.prefill_tokens > 0 {
-        let row = bench_prefill(&model, args.prefill_tokens)?;
-        report["prefill"].as_array_mut().unwrap().push(row);
-    }
-    drop(model);
     if !args.no_train {
-        let mut modes = vec![];
-        if !args.no_full {
-            modes.push(("full", Trainable::Full));
-        }
-        if !args.no_lora {
-            modes.push((
-                "lora",
-                Trainable::Lora(LoraConfig {
-                    rank: args.lora_rank,
-                    alpha: 2.0 * args.lora_rank as f64,
-                    ..LoraConfig::default()
-                }),
-            ));
-        }
-        for (name, trainable) in modes {
-            let row = bench_train(&loaded, name, trainable, &args)?;
+        for (name, trainable) in training_modes(&args) {
+            let row = bench_train(&loaded, name, trainable, &args, &device)?;
             report["training"].as_array_mut().unwrap().push(row);
         }
     }
@@ -183,13 +132,75 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Sampling at each `--sample-batches` size (temperature 1, so rows run to the token budget
+/// most of the time), then prefill, into `report`.
+fn bench_sampling(
+    model: &LlamaModel,
+    tok: &Tokenizer,
+    prompt: &[u32],
+    args: &PolicyArgs,
+    device: &Device,
+    report: &mut serde_json::Value,
+) -> anyhow::Result<()> {
+    for &b in &args.sample_batches {
+        let probe = MemoryProbe::start(device);
+        let prompts = vec![prompt.to_vec(); b];
+        let params = SamplingParams {
+            temperature: 1.0,
+            max_new_tokens: args.new_tokens,
+            seed: 1,
+            ..Default::default()
+        };
+        let t = Instant::now();
+        let out = sample(model, tok, &prompts, &params)?;
+        let secs = t.elapsed().as_secs_f64();
+        let generated: usize = out.iter().map(|s| s.tokens.len()).sum();
+        report["sampling"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "batch": b,
+                "prompt_tokens": prompt.len(),
+                "generated_tokens": generated,
+                "seconds": secs,
+                "tokens_per_s": generated as f64 / secs,
+                "peak_rss_mib": probe.finish().host_peak_rss_mib,
+            }));
+    }
+    if args.prefill_tokens > 0 {
+        let row = bench_prefill(model, args.prefill_tokens)?;
+        report["prefill"].as_array_mut().unwrap().push(row);
+    }
+    Ok(())
+}
+
+/// Full fine-tuning and LoRA, unless `--no-full` / `--no-lora`.
+fn training_modes(args: &PolicyArgs) -> Vec<(&'static str, Trainable)> {
+    let mut modes = vec![];
+    if !args.no_full {
+        modes.push(("full", Trainable::Full));
+    }
+    if !args.no_lora {
+        modes.push((
+            "lora",
+            Trainable::Lora(LoraConfig {
+                rank: args.lora_rank,
+                alpha: 2.0 * args.lora_rank as f64,
+                ..LoraConfig::default()
+            }),
+        ));
+    }
+    modes
+}
+
 fn bench_train(
     loaded: &LoadedModel,
     name: &str,
     trainable: Trainable,
     args: &PolicyArgs,
+    device: &Device,
 ) -> anyhow::Result<serde_json::Value> {
-    reset_peak_rss();
+    let probe = MemoryProbe::start(device);
     let mut policy = Policy::new(loaded, trainable, 0)?;
     policy.set_gradient_checkpointing(args.gradient_checkpointing);
     let mut opt = AdamW::new(
@@ -251,7 +262,7 @@ fn bench_train(
         "optimizer_s": step / steps,
         "step_s": total,
         "tokens_per_s": tps,
-        "peak_rss_mib": peak_rss_mib(),
+        "peak_rss_mib": probe.finish().host_peak_rss_mib,
     }))
 }
 
@@ -272,10 +283,7 @@ fn random_tokens(rows: usize, len: usize, vocab: usize) -> Vec<Vec<u32>> {
 
 /// Encode one prompt of `tokens` random ids at batch 1 into a fresh KV cache and compute the
 /// last position's logits (what a sampler's prefill does), after a short warm-up.
-fn bench_prefill(
-    model: &ragen_gym_policy::LlamaModel,
-    tokens: usize,
-) -> anyhow::Result<serde_json::Value> {
+fn bench_prefill(model: &LlamaModel, tokens: usize) -> anyhow::Result<serde_json::Value> {
     let ids = random_tokens(1, tokens, model.config().vocab_size).remove(0);
     let run = |ids: &[u32]| -> anyhow::Result<()> {
         let n = ids.len();

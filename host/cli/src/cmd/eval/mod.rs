@@ -4,7 +4,8 @@
 //! numbers (steps per second aside). With `--model` (a checkpoint, `default`, or an API model
 //! `openai:NAME --base-url URL`), RAGEN's validation protocol (`model`).
 
-use super::plugin_args::{SandboxArgs, load_into, write_lock};
+use crate::shared::plugins::{load_into, write_lock};
+use crate::shared::sandbox::SandboxArgs;
 use ragen_gym_core::splitmix64;
 use ragen_gym_registry::PluginRole;
 
@@ -92,7 +93,7 @@ pub struct Args {
     pub sandbox: SandboxArgs,
     /// With `--model`: where the model runs.
     #[command(flatten)]
-    pub device: super::device_args::DeviceArgs,
+    pub device: crate::shared::device::DeviceArgs,
 }
 
 /// Run the subcommand.
@@ -100,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(model) = &args.model {
         return model::run_model(&args, model, &args.device.open()?);
     }
-    let sandbox = args.sandbox.sandbox()?;
+    let sandbox = args.sandbox.sandbox(0)?;
     let (plugin, lock) = load_into(&sandbox, &args.env, PluginRole::Env, &args.sandbox.source)?;
     if let Some(dir) = &args.run_dir {
         std::fs::create_dir_all(dir)?;

@@ -8,17 +8,15 @@
 use super::Args;
 use super::api::{ApiGenerator, ApiSettings};
 use crate::ExpectedError;
-use crate::cmd::plugin_args::{load_into, write_lock};
-use crate::cmd::run_config::base_config;
 use crate::report::jsonl::{EnvSource, JsonlReporter};
+use crate::shared::config::base_config;
+use crate::shared::plugins::write_lock;
+use crate::shared::run::RunEnvs;
 use anyhow::Context;
-use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_policy as pol;
-use ragen_gym_registry::PluginRole;
-use ragen_gym_sandbox::WasmEnv;
 use ragen_gym_starpo::constraint::action_constraint;
 use ragen_gym_starpo::{
-    EnvPool, EvalResult, Reporter, RolloutParams, RunDir, Split, TrainEvent, evaluate,
+    Config, EnvPool, EvalResult, Reporter, RolloutParams, RunDir, Split, TrainEvent, evaluate,
     evaluate_with,
 };
 use std::path::{Path, PathBuf};
@@ -102,6 +100,94 @@ fn record(dir: &Path, env: EnvSource, r: &EvalResult) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Run the validation protocol through an OpenAI-compatible API (`--model openai:NAME`);
+/// returns the result and a label of the model.
+fn evaluate_api(
+    args: &Args,
+    name: &str,
+    cfg: &Config,
+    pool: &mut EnvPool,
+) -> anyhow::Result<(EvalResult, String)> {
+    let base_url = args
+        .base_url
+        .clone()
+        .context("--model openai:NAME needs --base-url URL (e.g. http://127.0.0.1:8000/v1)")?;
+    let mut generator = ApiGenerator::new(&ApiSettings {
+        model: name.to_string(),
+        base_url,
+        api_key_env: args.api_key_env.clone(),
+        concurrency: args.concurrency,
+        max_retries: args.max_retries,
+        request_timeout: Duration::from_secs(args.request_timeout),
+    })?;
+    let mut p = RolloutParams::from_config(
+        cfg,
+        pool.spec(),
+        cfg.rollout.val_temperature,
+        cfg.seed.sampler,
+    );
+    // The server applies its own context limit (an over-long prompt is an HTTP error); every
+    // active env's prompt goes in one call, so `--concurrency` bounds the requests.
+    p.max_model_len = usize::MAX;
+    p.generation_batch_size = cfg.val_batch_size().max(1);
+    let r = evaluate_with(cfg, &mut generator, &p, pool, &mut |_| {})
+        .map_err(|e| ExpectedError::training("evaluation", e))?;
+    Ok((r, format!("openai:{name} at {}", generator.url())))
+}
+
+/// Run the validation protocol with a local model (`model`: see [`load_model`]); returns the
+/// result and where the model came from.
+fn evaluate_local(
+    model: &str,
+    device: &pol::Device,
+    cfg: &Config,
+    pool: &mut EnvPool,
+) -> anyhow::Result<(EvalResult, String)> {
+    let (m, tokenizer, source) = load_model(model, device)?;
+    let constraint =
+        action_constraint(cfg, pool.spec(), &tokenizer).map_err(ExpectedError::config)?;
+    let r = evaluate(
+        cfg,
+        &m,
+        &tokenizer,
+        constraint.as_ref(),
+        pool,
+        cfg.seed.sampler,
+        &mut |_| {},
+    )
+    .map_err(|e| ExpectedError::training("evaluation", e))?;
+    Ok((r, source.display().to_string()))
+}
+
+/// Print the result: a JSON object with `--json`, else three lines.
+fn print_result(
+    args: &Args,
+    cfg: &Config,
+    env_id: &str,
+    source: &str,
+    r: &EvalResult,
+) -> anyhow::Result<()> {
+    if args.json {
+        let v = serde_json::json!({
+            "env": env_id,
+            "model": source,
+            "episodes": r.episodes,
+            "success_rate": r.success_rate,
+            "mean_return": r.mean_return,
+            "metrics": r.metrics,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "env {env_id} | model {source} | {} episodes (seeds {}..)",
+            r.episodes, cfg.seed.val
+        );
+        println!("success rate  {:.4}", r.success_rate);
+        println!("mean return   {:.4}", r.mean_return);
+    }
+    Ok(())
+}
+
 /// Run the validation protocol and print `episodes`, `success_rate`, `mean_return`.
 pub fn run_model(args: &Args, model: &str, device: &pol::Device) -> anyhow::Result<()> {
     let cfg = eval_config(
@@ -112,99 +198,20 @@ pub fn run_model(args: &Args, model: &str, device: &pol::Device) -> anyhow::Resu
         device,
     )
     .map_err(ExpectedError::config)?;
-    let n = cfg.val_batch_size();
-    let mut sandbox = args.sandbox.clone();
-    sandbox.max_instances = Some(u32::try_from(cfg.live_env_instances()).unwrap_or(u32::MAX));
-    let (plugin, lock) = load_into(
-        &sandbox.sandbox()?,
-        &args.env,
-        PluginRole::Env,
-        &sandbox.source,
-    )?;
-    let grants = sandbox.grants()?;
-    let envs = (0..n)
-        .map(|_| -> Result<Box<dyn Env>, EnvCallError> {
-            Ok(Box::new(WasmEnv::new(
-                &plugin,
-                &cfg.env.config,
-                grants.clone(),
-            )?))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut pool = EnvPool::new(envs);
+    let envs = RunEnvs::load(&args.sandbox, &cfg, &args.env, 0)?;
+    let mut pool = EnvPool::from_factory(&envs.factory(&cfg), cfg.val_batch_size())?;
     let (r, source) = match model.strip_prefix("openai:") {
-        Some(name) => {
-            let base_url = args.base_url.clone().context(
-                "--model openai:NAME needs --base-url URL (e.g. http://127.0.0.1:8000/v1)",
-            )?;
-            let mut generator = ApiGenerator::new(&ApiSettings {
-                model: name.to_string(),
-                base_url,
-                api_key_env: args.api_key_env.clone(),
-                concurrency: args.concurrency,
-                max_retries: args.max_retries,
-                request_timeout: Duration::from_secs(args.request_timeout),
-            })?;
-            let mut p = RolloutParams::from_config(
-                &cfg,
-                pool.spec(),
-                cfg.rollout.val_temperature,
-                cfg.seed.sampler,
-            );
-            // The server applies its own context limit (an over-long prompt is an HTTP error);
-            // every active env's prompt goes in one call, so `--concurrency` bounds the requests.
-            p.max_model_len = usize::MAX;
-            p.generation_batch_size = n.max(1);
-            let r = evaluate_with(&cfg, &mut generator, &p, &mut pool, &mut |_| {})
-                .map_err(|e| ExpectedError::training("evaluation", e))?;
-            (r, format!("{model} at {}", generator.url()))
-        }
-        None => {
-            let (m, tokenizer, source) = load_model(model, device)?;
-            let constraint =
-                action_constraint(&cfg, pool.spec(), &tokenizer).map_err(ExpectedError::config)?;
-            let r = evaluate(
-                &cfg,
-                &m,
-                &tokenizer,
-                constraint.as_ref(),
-                &mut pool,
-                cfg.seed.sampler,
-                &mut |_| {},
-            )
-            .map_err(|e| ExpectedError::training("evaluation", e))?;
-            (r, source.display().to_string())
-        }
+        Some(name) => evaluate_api(args, name, &cfg, &mut pool)?,
+        None => evaluate_local(model, device, &cfg, &mut pool)?,
     };
     if let Some(dir) = &args.run_dir {
         let env = EnvSource {
-            plugin: lock.reference.clone(),
-            plugin_sha256: lock.digest.hex(),
+            plugin: envs.lock.reference.clone(),
+            plugin_sha256: envs.lock.digest.hex(),
             env_config: cfg.env.config.clone(),
         };
         record(dir, env, &r)?;
-        write_lock(dir, vec![lock])?;
+        write_lock(dir, vec![envs.lock])?;
     }
-    if args.json {
-        let v = serde_json::json!({
-            "env": pool.spec().id,
-            "model": source,
-            "episodes": r.episodes,
-            "success_rate": r.success_rate,
-            "mean_return": r.mean_return,
-            "metrics": r.metrics,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        println!(
-            "env {} | model {} | {} episodes (seeds {}..)",
-            pool.spec().id,
-            source,
-            r.episodes,
-            cfg.seed.val
-        );
-        println!("success rate  {:.4}", r.success_rate);
-        println!("mean return   {:.4}", r.mean_return);
-    }
-    Ok(())
+    print_result(args, &cfg, &pool.spec().id, &source, &r)
 }

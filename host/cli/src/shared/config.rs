@@ -1,7 +1,7 @@
-//! The config recipe that `train` and `eval --model` share ([`ConfigBuilder::for_env`]): the
-//! embedded default, the CPU profile (when the model runs on the CPU, unless given
-//! `--no-cpu-profile`), the env's preset when it is a built-in (from the registry,
-//! `ragen_gym_builtins`).
+//! The base config layers of a run, shared by `train`, `eval --model` and `bench iteration`
+//! ([`ConfigBuilder::for_env`]): the embedded default, the CPU profile (when the model runs on
+//! the CPU, unless given `--no-cpu-profile`), the env's preset when it is a built-in (from the
+//! registry, `ragen_gym_builtins`). The whole layer order is in `docs/architecture.md` section 1.
 
 use ragen_gym_policy::Device;
 use ragen_gym_starpo::{ConfigBuilder, ConfigError, EnvPreset, Profile};

@@ -1,7 +1,7 @@
-//! Shared by the plugin subcommands: resolve `PLUGIN` (a built-in name, a path, a pinned URL or
-//! an `oci://` reference, through `ragen-gym-registry`), the source flags (`--allow-unpinned`,
-//! `--insecure-registry`, `--locked`) and the sandbox flags (`--allow-host`, `--fuel`,
-//! `--memory-mib`).
+//! How the CLI resolves a plugin: `PLUGIN` is a built-in name, a path, a pinned URL or an
+//! `oci://` reference, fetched and verified through `ragen-gym-registry` under the source flags
+//! (`--allow-unpinned`, `--insecure-registry`, `--locked`); then inspected, loaded into a
+//! sandbox, and recorded in the run's lock file (`ragen-gym.lock`).
 
 use crate::ExpectedError;
 use anyhow::Context;
@@ -10,25 +10,10 @@ use ragen_gym_registry::{
     Digest, LockFile, LockedPlugin, PluginCache, PluginRef, PluginRole, RegistryError,
     ResolveOptions, Resolver,
 };
-use ragen_gym_sandbox::{
-    Grants, HostPort, Plugin, ReqwestTransport, Sandbox, SandboxConfig, WasmRewardFunction,
-};
+use ragen_gym_sandbox::{Plugin, Sandbox, WasmRewardFunction};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-/// The trainer's env factory: a fresh sandboxed instance of `plugin` per call, configured with
-/// `config` (the run's `env.config`) and `grants`.
-pub fn env_factory(plugin: Plugin, config: String, grants: Grants) -> ragen_gym_starpo::EnvFactory {
-    Box::new(
-        move || -> Result<Box<dyn ragen_gym_core::Env>, ragen_gym_core::EnvCallError> {
-            Ok(Box::new(ragen_gym_sandbox::WasmEnv::new(
-                &plugin,
-                &config,
-                grants.clone(),
-            )?))
-        },
-    )
-}
+use super::sandbox::SandboxArgs;
 
 /// Where plugins may come from, and what pins them.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -91,109 +76,6 @@ impl PluginSource {
             version: m.version.clone(),
             interface_version: m.interface_version.clone(),
         }
-    }
-}
-
-/// Sandbox limits and capability grants.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct SandboxArgs {
-    /// Grant the plugin HTTP access to HOST:PORT (repeatable). Used only if the plugin's manifest
-    /// declares the same target.
-    #[arg(long = "allow-host", value_name = "HOST:PORT")]
-    pub allow_host: Vec<String>,
-    /// Grant the real wall and monotonic clocks (used only if the plugin's manifest declares
-    /// `capabilities.clock`; otherwise the plugin runs on the virtual clock).
-    #[arg(long = "allow-clock")]
-    pub allow_clock: bool,
-    /// Grant real randomness (used only if the manifest declares `capabilities.random`;
-    /// otherwise WASI randomness is derived from the reset seed).
-    #[arg(long = "allow-random")]
-    pub allow_random: bool,
-    /// Fuel units per plugin call (default 2e9; about 100 M units per 10 ms of guest work), or
-    /// `off` to run without fuel (only the wall-clock deadline then stops a runaway call).
-    /// A budget of 0 is refused.
-    #[arg(long, value_name = "UNITS|off", value_parser = parse_fuel)]
-    pub fuel: Option<Fuel>,
-    /// Linear-memory cap per plugin instance, MiB (default 256).
-    #[arg(long = "memory-mib", value_name = "MIB")]
-    pub memory_mib: Option<u64>,
-    /// Most live plugin instances (one per env); set by `train`/`eval --model` from the config's
-    /// env counts so RAGEN-scale runs (128 train + 256 val envs) fit the pooling allocator.
-    #[arg(skip)]
-    pub max_instances: Option<u32>,
-    /// Where plugins may come from.
-    #[command(flatten)]
-    pub source: SourceArgs,
-}
-
-/// `--fuel`: a per-call budget of at least one unit, or no fuel metering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fuel {
-    /// This many units per call.
-    Units(u64),
-    /// Run without fuel.
-    Off,
-}
-
-fn parse_fuel(s: &str) -> Result<Fuel, String> {
-    if s.eq_ignore_ascii_case("off") {
-        return Ok(Fuel::Off);
-    }
-    match s.parse::<u64>() {
-        Ok(0) => {
-            Err("0 is a budget no call can run in; use `--fuel off` to run without fuel".into())
-        }
-        Ok(n) => Ok(Fuel::Units(n)),
-        Err(e) => Err(format!("expected a number of fuel units or `off`: {e}")),
-    }
-}
-
-impl SandboxArgs {
-    /// The sandbox configuration these flags select.
-    pub fn config(&self) -> SandboxConfig {
-        let mut cfg = SandboxConfig::default();
-        match self.fuel {
-            Some(Fuel::Units(f)) => cfg.fuel_per_call = f,
-            Some(Fuel::Off) => cfg.fuel = false,
-            None => {}
-        }
-        if let Some(m) = self.memory_mib {
-            cfg.memory_bytes = m << 20;
-        }
-        if let Some(n) = self.max_instances {
-            cfg.max_instances = cfg.max_instances.max(n);
-        }
-        cfg
-    }
-
-    /// The one sandbox of a run, with these limits. When the user granted any host
-    /// (`--allow-host`), it gets the reqwest HTTP transport; without grants no transport exists
-    /// at all, so even a gate bug could not open a connection.
-    ///
-    /// # Errors
-    /// The engine or the HTTP client cannot be set up.
-    pub fn sandbox(&self) -> anyhow::Result<Sandbox> {
-        let mut builder = Sandbox::builder().config(self.config());
-        if !self.allow_host.is_empty() {
-            let transport =
-                ReqwestTransport::with_defaults().context("failed to set up the HTTP transport")?;
-            builder = builder.http_transport(Arc::new(transport));
-        }
-        builder.build().context("failed to set up the sandbox")
-    }
-
-    /// The user's grants.
-    pub fn grants(&self) -> anyhow::Result<Grants> {
-        let http = self
-            .allow_host
-            .iter()
-            .map(|s| HostPort::parse(s).map_err(|e| anyhow::anyhow!("--allow-host: {e}")))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        Ok(Grants {
-            http,
-            clock: self.allow_clock,
-            random: self.allow_random,
-        })
     }
 }
 
@@ -266,21 +148,12 @@ pub fn fetch_plugin(
     })
 }
 
-/// Read a built-in or a local plugin file: a display name and the bytes (for benchmarks).
-///
-/// # Errors
-/// As [`fetch_plugin`].
-pub fn read_plugin(spec: &str) -> anyhow::Result<(String, Vec<u8>)> {
-    let s = fetch_plugin(spec, PluginRole::Env, &SourceArgs::default())?;
-    Ok((s.name, s.bytes))
-}
-
 /// Load a plugin into a sandbox of its own (the commands that run one plugin).
 ///
 /// # Errors
 /// As [`SandboxArgs::sandbox`] and [`load_into`].
 pub fn load(spec: &str, args: &SandboxArgs) -> anyhow::Result<Plugin> {
-    load_into(&args.sandbox()?, spec, PluginRole::Env, &args.source).map(|(p, _)| p)
+    load_into(&args.sandbox(0)?, spec, PluginRole::Env, &args.source).map(|(p, _)| p)
 }
 
 /// Load a plugin (a built-in name or any plugin reference), used as `role`, into `sandbox`, with
@@ -342,38 +215,4 @@ pub fn write_lock(dir: &Path, entries: Vec<LockedPlugin>) -> anyhow::Result<Path
     let path = dir.join(ragen_gym_registry::LOCK_FILE_NAME);
     lock.write(&path)?;
     Ok(path)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fuel_is_a_positive_budget_or_off() {
-        assert_eq!(parse_fuel("1"), Ok(Fuel::Units(1)));
-        assert_eq!(parse_fuel("off"), Ok(Fuel::Off));
-        assert!(parse_fuel("0").unwrap_err().contains("--fuel off"));
-        assert!(parse_fuel("-1").is_err());
-        let args = |fuel| SandboxArgs {
-            fuel: Some(fuel),
-            ..SandboxArgs::default()
-        };
-        let on = args(Fuel::Units(7)).config();
-        assert!(on.fuel && on.fuel_per_call == 7);
-        assert!(!args(Fuel::Off).config().fuel);
-    }
-
-    #[test]
-    fn clock_and_random_are_granted_only_when_asked() {
-        let none = SandboxArgs::default().grants().unwrap();
-        assert!(!none.clock && !none.random);
-        let both = SandboxArgs {
-            allow_clock: true,
-            allow_random: true,
-            ..SandboxArgs::default()
-        }
-        .grants()
-        .unwrap();
-        assert!(both.clock && both.random);
-    }
 }
