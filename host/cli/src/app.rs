@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 /// Train LLM agents with multi-turn RL (StarPO) in sandboxed WebAssembly environments.
 #[derive(Parser)]
-#[command(name = "ragen-gym", version, about, after_help = crate::error::EXIT_CODES_HELP)]
+#[command(name = "ragen-gym", version, about, after_help = crate::error::exit_codes_help())]
 pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]

@@ -3,39 +3,49 @@
 
 use std::process::ExitCode;
 
-/// The exit codes of `ragen-gym`, one per kind of outcome.
-pub mod exit_code {
-    /// Success.
-    pub const OK: u8 = 0;
-    /// A failure of no more specific kind (I/O, model loading, env runtime, ...).
-    pub const FAILURE: u8 = 1;
-    /// The command line could not be parsed (clap's own code).
-    pub const USAGE: u8 = 2;
-    /// `ragen-gym check`: the plugin loaded and ran, and at least one conformance check failed.
-    pub const CHECKS_FAILED: u8 = 10;
-    /// A plugin was refused or failed to load: not a file or built-in, not a component, bad or
-    /// missing manifest, unsupported interface version, undeclared imports, wrong plugin kind.
-    pub const PLUGIN_REFUSED: u8 = 11;
-    /// The training configuration is invalid: a file that does not parse, an unknown key, a
-    /// wrong type or value, a bad `--set`.
-    pub const CONFIG_ERROR: u8 = 12;
-    /// Training (or model evaluation) started and then failed.
-    pub const TRAINING_FAILED: u8 = 13;
-    /// `ragen-gym replay`: a replayed trajectory differs from its record.
-    pub const REPLAY_DIVERGED: u8 = 14;
+/// Writes the exit-code table once: each row a documented constant in [`exit_code`] and an
+/// entry of [`EXIT_CODES`] (the line `--help` shows).
+macro_rules! exit_codes {
+    ($($(#[doc = $doc:literal])* $name:ident = $code:literal, $help:literal;)*) => {
+        /// The exit codes of `ragen-gym`, one per kind of outcome.
+        pub mod exit_code {
+            $($(#[doc = $doc])* pub const $name: u8 = $code;)*
+        }
+
+        /// Every exit code with its one-line meaning, in order.
+        pub const EXIT_CODES: &[(u8, &str)] = &[$(($code, $help)),*];
+    };
 }
 
-/// The exit-code table as shown after `ragen-gym --help`.
-pub const EXIT_CODES_HELP: &str = "\
-Exit codes:
-  0   success
-  1   failure of no more specific kind (I/O, model loading, env runtime)
-  2   usage error (bad command line)
-  10  check: at least one conformance check failed
-  11  a plugin was refused or failed to load
-  12  invalid training configuration
-  13  training or model evaluation failed
-  14  replay: a trajectory did not replay identically";
+exit_codes! {
+    /// Success.
+    OK = 0, "success";
+    /// A failure of no more specific kind (I/O, model loading, env runtime, ...).
+    FAILURE = 1, "failure of no more specific kind (I/O, model loading, env runtime)";
+    /// The command line could not be parsed (clap's own code).
+    USAGE = 2, "usage error (bad command line)";
+    /// `ragen-gym check`: the plugin loaded and ran, and at least one conformance check failed.
+    CHECKS_FAILED = 10, "check: at least one conformance check failed";
+    /// A plugin was refused or failed to load: not a file or built-in, not a component, bad or
+    /// missing manifest, unsupported interface version, undeclared imports, wrong plugin kind.
+    PLUGIN_REFUSED = 11, "a plugin was refused or failed to load";
+    /// The training configuration is invalid: a file that does not parse, an unknown key, a
+    /// wrong type or value, a bad `--set`.
+    CONFIG_ERROR = 12, "invalid training configuration";
+    /// Training (or model evaluation) started and then failed.
+    TRAINING_FAILED = 13, "training or model evaluation failed";
+    /// `ragen-gym replay`: a replayed trajectory differs from its record.
+    REPLAY_DIVERGED = 14, "replay: a trajectory did not replay identically";
+}
+
+/// The exit-code table as shown after `ragen-gym --help`, from [`EXIT_CODES`].
+pub fn exit_codes_help() -> String {
+    let mut text = String::from("Exit codes:");
+    for (code, help) in EXIT_CODES {
+        text.push_str(&format!("\n  {code:<4}{help}"));
+    }
+    text
+}
 
 /// A failure whose kind decides the exit code. Commands wrap their errors in it where the kind
 /// is known; `main` finds it anywhere in the error chain.
@@ -161,8 +171,29 @@ mod tests {
         ];
         assert_eq!(codes, [10, 11, 12, 13, 14]);
         // every code is in the help table
+        let help = exit_codes_help();
         for c in codes {
-            assert!(EXIT_CODES_HELP.contains(&format!("  {c}  ")), "{c}");
+            assert!(help.contains(&format!("\n  {c}  ")), "{c}");
         }
+    }
+
+    #[test]
+    fn the_help_lists_every_code_once_in_order() {
+        let help = exit_codes_help();
+        assert_eq!(
+            help.lines().take(3).collect::<Vec<_>>(),
+            [
+                "Exit codes:",
+                "  0   success",
+                "  1   failure of no more specific kind (I/O, model loading, env runtime)"
+            ]
+        );
+        let codes: Vec<u8> = help
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(codes, [0, 1, 2, 10, 11, 12, 13, 14]);
+        assert_eq!(exit_code::REPLAY_DIVERGED, 14);
     }
 }
