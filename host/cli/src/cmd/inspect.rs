@@ -1,9 +1,7 @@
 //! `ragen-gym inspect PLUGIN [--json]`: the manifest, interface version, sha256 and capabilities
 //! of a plugin, read without running any plugin code.
 
-use crate::ExpectedError;
-use crate::shared::plugins::{SourceArgs, fetch_plugin};
-use ragen_gym_registry::PluginRole;
+use crate::shared::plugins::{SourceArgs, fetch_and_inspect};
 
 /// Arguments of `ragen-gym inspect`.
 #[derive(clap::Args)]
@@ -21,10 +19,7 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let src = fetch_plugin(&args.plugin, PluginRole::Env, &args.source)
-        .map_err(|e| ExpectedError::plugin(&args.plugin, e))?;
-    let info = ragen_gym_sandbox::inspect_bytes(&src.name, &src.bytes)
-        .map_err(|e| ExpectedError::plugin(&src.name, e))?;
+    let (_, info) = fetch_and_inspect(&args.plugin, &args.source)?;
     let m = &info.manifest;
     if args.json {
         let v = serde_json::json!({

@@ -6,9 +6,8 @@
 //! Credentials come from `RAGEN_GYM_REGISTRY_USERNAME` / `RAGEN_GYM_REGISTRY_PASSWORD`
 //! (anonymous without them); a plain-HTTP registry needs `--insecure-registry HOST:PORT`.
 
-use crate::ExpectedError;
-use crate::shared::plugins::{SourceArgs, fetch_plugin};
-use ragen_gym_registry::{PluginRef, PluginRole, WasmComponentInfo};
+use crate::shared::plugins::{SourceArgs, fetch_and_inspect};
+use ragen_gym_registry::{PluginRef, WasmComponentInfo};
 use std::collections::BTreeMap;
 
 /// Arguments of `ragen-gym publish`.
@@ -28,11 +27,8 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let src = fetch_plugin(&args.plugin, PluginRole::Env, &args.source)
-        .map_err(|e| ExpectedError::plugin(&args.plugin, e))?;
     // Verify as the sandbox will before anything leaves the machine.
-    let info = ragen_gym_sandbox::inspect_bytes(&src.name, &src.bytes)
-        .map_err(|e| ExpectedError::plugin(&src.name, e))?;
+    let (src, info) = fetch_and_inspect(&args.plugin, &args.source)?;
     let target: PluginRef = args.reference.parse()?;
     let m = &info.manifest;
     let annotations = BTreeMap::from([

@@ -10,7 +10,7 @@ use ragen_gym_registry::{
     Digest, LockFile, LockedPlugin, PluginCache, PluginRef, PluginRole, RegistryError,
     ResolveOptions, Resolver,
 };
-use ragen_gym_sandbox::{Plugin, Sandbox, WasmRewardFunction};
+use ragen_gym_sandbox::{Plugin, PluginInfo, Sandbox, WasmRewardFunction};
 use std::path::{Path, PathBuf};
 
 use super::sandbox::SandboxArgs;
@@ -146,6 +146,23 @@ pub fn fetch_plugin(
         digest: resolved.digest,
         oci_manifest: resolved.oci_manifest,
     })
+}
+
+/// Fetch the env plugin `spec` and verify it as the sandbox will, without running it or
+/// compiling it (`inspect`, and `publish` before anything leaves the machine).
+///
+/// # Errors
+/// [`ExpectedError::PluginRefused`] (exit code 11) for a plugin that cannot be fetched or fails
+/// verification.
+pub fn fetch_and_inspect(
+    spec: &str,
+    src: &SourceArgs,
+) -> anyhow::Result<(PluginSource, PluginInfo)> {
+    let source =
+        fetch_plugin(spec, PluginRole::Env, src).map_err(|e| ExpectedError::plugin(spec, e))?;
+    let info = ragen_gym_sandbox::inspect_bytes(&source.name, &source.bytes)
+        .map_err(|e| ExpectedError::plugin(&source.name, e))?;
+    Ok((source, info))
 }
 
 /// Load a plugin into a sandbox of its own (the commands that run one plugin).
