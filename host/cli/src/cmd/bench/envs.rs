@@ -65,6 +65,75 @@ fn fresh_instance_us(plugin: &Plugin, n: u32) -> anyhow::Result<f64> {
     Ok(start.elapsed().as_secs_f64() * 1e6 / f64::from(n.max(1)))
 }
 
+/// One built-in's row: steps/s natively, sandboxed with fuel and without, and the cost of a
+/// fresh instance with and without fuel.
+fn measure(
+    name: &str,
+    wasm: &[u8],
+    native: &mut dyn Env,
+    sandboxes: [&Sandbox; 2],
+    args: &EnvsArgs,
+) -> anyhow::Result<serde_json::Value> {
+    let label = format!("built-in {name}");
+    let p_on = sandboxes[0].load_bytes(&label, wasm)?;
+    let p_off = sandboxes[1].load_bytes(&label, wasm)?;
+    let (native_sps, native_reset) = steps_per_second(native, args.steps)?;
+    let (on_sps, on_reset) =
+        steps_per_second(&mut WasmEnv::new(&p_on, "", Grants::default())?, args.steps)?;
+    let (off_sps, _) = steps_per_second(
+        &mut WasmEnv::new(&p_off, "", Grants::default())?,
+        args.steps,
+    )?;
+    Ok(serde_json::json!({
+        "env": name,
+        "native_steps_per_second": native_sps,
+        "sandbox_fuel_steps_per_second": on_sps,
+        "sandbox_nofuel_steps_per_second": off_sps,
+        "slowdown_fuel": native_sps / on_sps,
+        "slowdown_nofuel": native_sps / off_sps,
+        "sandbox_fuel_step_us": 1e6 / on_sps,
+        "native_reset_us": native_reset,
+        "sandbox_fuel_reset_us": on_reset,
+        "fresh_instance_fuel_us": fresh_instance_us(&p_on, args.instances)?,
+        "fresh_instance_nofuel_us": fresh_instance_us(&p_off, args.instances)?,
+    }))
+}
+
+/// The table's header and one row per env.
+fn print_header() {
+    println!(
+        "{:<11} {:>10} {:>11} {:>11} {:>7} {:>7} {:>9} {:>10} {:>11} {:>11}",
+        "env",
+        "native/s",
+        "wasm fuel/s",
+        "nofuel/s",
+        "x fuel",
+        "x nofl",
+        "step fuel",
+        "reset n/w",
+        "fresh fuel",
+        "fresh nofl"
+    );
+}
+
+fn print_row(row: &serde_json::Value) {
+    let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "{:<11} {:>10.0} {:>11.0} {:>11.0} {:>7.1} {:>7.1} {:>7.2}µs {:>4.0}/{:<4.0}µs {:>9.1}µs {:>9.1}µs",
+        row["env"].as_str().unwrap_or("?"),
+        f("native_steps_per_second"),
+        f("sandbox_fuel_steps_per_second"),
+        f("sandbox_nofuel_steps_per_second"),
+        f("slowdown_fuel"),
+        f("slowdown_nofuel"),
+        f("sandbox_fuel_step_us"),
+        f("native_reset_us"),
+        f("sandbox_fuel_reset_us"),
+        f("fresh_instance_fuel_us"),
+        f("fresh_instance_nofuel_us")
+    );
+}
+
 /// Run `bench envs`.
 pub fn run(args: EnvsArgs) -> anyhow::Result<()> {
     let base = SandboxConfig {
@@ -80,68 +149,25 @@ pub fn run(args: EnvsArgs) -> anyhow::Result<()> {
         fuel: false,
         ..base
     })?;
-    let mut rows = Vec::new();
     if !args.json {
-        println!(
-            "{:<11} {:>10} {:>11} {:>11} {:>7} {:>7} {:>9} {:>10} {:>11} {:>11}",
-            "env",
-            "native/s",
-            "wasm fuel/s",
-            "nofuel/s",
-            "x fuel",
-            "x nofl",
-            "step fuel",
-            "reset n/w",
-            "fresh fuel",
-            "fresh nofl"
-        );
+        print_header();
     }
+    let mut rows = Vec::new();
     // Every built-in with a native build, in registry order.
     for builtin in ragen_gym_builtins::BUILTINS {
         let Some(native) = builtin.native else {
             continue;
         };
-        let name = builtin.name;
-        let label = format!("built-in {name}");
-        let p_on = fuel_on.load_bytes(&label, builtin.wasm)?;
-        let p_off = fuel_off.load_bytes(&label, builtin.wasm)?;
-        let (native_sps, native_reset) = steps_per_second(native("")?.as_mut(), args.steps)?;
-        let (on_sps, on_reset) =
-            steps_per_second(&mut WasmEnv::new(&p_on, "", Grants::default())?, args.steps)?;
-        let (off_sps, _) = steps_per_second(
-            &mut WasmEnv::new(&p_off, "", Grants::default())?,
-            args.steps,
+        let mut native_env = native("")?;
+        let row = measure(
+            builtin.name,
+            builtin.wasm,
+            native_env.as_mut(),
+            [&fuel_on, &fuel_off],
+            &args,
         )?;
-        let fresh_on = fresh_instance_us(&p_on, args.instances)?;
-        let fresh_off = fresh_instance_us(&p_off, args.instances)?;
-        let row = serde_json::json!({
-            "env": name,
-            "native_steps_per_second": native_sps,
-            "sandbox_fuel_steps_per_second": on_sps,
-            "sandbox_nofuel_steps_per_second": off_sps,
-            "slowdown_fuel": native_sps / on_sps,
-            "slowdown_nofuel": native_sps / off_sps,
-            "sandbox_fuel_step_us": 1e6 / on_sps,
-            "native_reset_us": native_reset,
-            "sandbox_fuel_reset_us": on_reset,
-            "fresh_instance_fuel_us": fresh_on,
-            "fresh_instance_nofuel_us": fresh_off,
-        });
         if !args.json {
-            println!(
-                "{:<11} {:>10.0} {:>11.0} {:>11.0} {:>7.1} {:>7.1} {:>7.2}µs {:>4.0}/{:<4.0}µs {:>9.1}µs {:>9.1}µs",
-                name,
-                native_sps,
-                on_sps,
-                off_sps,
-                native_sps / on_sps,
-                native_sps / off_sps,
-                1e6 / on_sps,
-                native_reset,
-                on_reset,
-                fresh_on,
-                fresh_off
-            );
+            print_row(&row);
         }
         rows.push(row);
     }

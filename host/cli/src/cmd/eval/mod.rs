@@ -4,16 +4,16 @@
 //! numbers (steps per second aside). With `--model` (a checkpoint, `default`, or an API model
 //! `openai:NAME --base-url URL`), RAGEN's validation protocol (`model`).
 
-use crate::shared::plugins::{load_into, write_lock};
-use crate::shared::sandbox::SandboxArgs;
-use ragen_gym_core::splitmix64;
-use ragen_gym_registry::PluginRole;
-
 pub mod api;
 mod model;
 pub mod openai;
-use ragen_gym_core::Env;
-use ragen_gym_sandbox::WasmEnv;
+
+use crate::shared::device::DeviceArgs;
+use crate::shared::plugins::{load_into, write_lock};
+use crate::shared::run::new_env;
+use crate::shared::sandbox::SandboxArgs;
+use ragen_gym_core::{Env, EnvSpec, splitmix64};
+use ragen_gym_registry::PluginRole;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -93,7 +93,17 @@ pub struct Args {
     pub sandbox: SandboxArgs,
     /// With `--model`: where the model runs.
     #[command(flatten)]
-    pub device: crate::shared::device::DeviceArgs,
+    pub device: DeviceArgs,
+}
+
+/// What the random policy's episodes add up to.
+#[derive(Default)]
+struct Tally {
+    successes: u32,
+    total_return: f64,
+    steps: u64,
+    failed: u32,
+    env_time: Duration,
 }
 
 /// Run the subcommand.
@@ -107,80 +117,98 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
         write_lock(dir, vec![lock])?;
     }
-    let mut env = WasmEnv::new(&plugin, &args.config, args.sandbox.grants()?)?;
+    let mut env = new_env(&plugin, &args.config, args.sandbox.grants()?)?;
     let spec = env.spec().clone();
+    let mut tally = Tally::default();
+    for i in 0..args.episodes {
+        random_episode(env.as_mut(), &spec, i, args.seed, &mut tally)?;
+    }
+    print_tally(&args, &spec, &tally)
+}
+
+/// Episode `i`: reset with seed `base + i` and act uniformly at random from a generator seeded
+/// the same, until the episode ends or runs out of steps. An env failure ends the episode and
+/// counts as failed.
+fn random_episode(
+    env: &mut dyn Env,
+    spec: &EnvSpec,
+    i: u32,
+    base: u64,
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
     // Discrete envs: the spec's action names. Free-text envs (e.g. the WebShop bridge): the
     // actions listed on the observation's `Available actions:` line (RAGEN's WebShop format).
-    let fixed_names = spec.action_names.clone().filter(|n| !n.is_empty());
-    let (mut successes, mut total_return, mut steps, mut failed) = (0u32, 0.0f64, 0u64, 0u32);
-    let mut env_time = Duration::ZERO;
-    for i in 0..args.episodes {
-        let seed = args.seed.wrapping_add(u64::from(i));
-        let mut rng = seed;
-        let t = Instant::now();
-        let reset = env.reset(seed);
-        env_time += t.elapsed();
-        let mut observation = match reset {
-            Ok(r) => r.observation,
-            Err(e) => {
-                eprintln!("episode {i} (seed {seed}) failed: {e}");
-                failed += 1;
-                continue;
+    let fixed_names = spec.action_names.as_ref().filter(|n| !n.is_empty());
+    let seed = base.wrapping_add(u64::from(i));
+    let mut rng = seed;
+    let t = Instant::now();
+    let reset = env.reset(seed);
+    tally.env_time += t.elapsed();
+    let mut observation = match reset {
+        Ok(r) => r.observation,
+        Err(e) => {
+            eprintln!("episode {i} (seed {seed}) failed: {e}");
+            tally.failed += 1;
+            return Ok(());
+        }
+    };
+    let (mut ret, mut success) = (0.0, false);
+    for _ in 0..spec.max_episode_steps {
+        let listed;
+        let names: &[String] = match fixed_names {
+            Some(n) => n,
+            None => {
+                listed = listed_actions(&observation);
+                if listed.is_empty() {
+                    anyhow::bail!(
+                        "the random policy needs action names: {} has none in its spec and its observation lists no `Available actions:`",
+                        spec.id
+                    );
+                }
+                &listed
             }
         };
-        let mut ret = 0.0;
-        let mut success = false;
-        for _ in 0..spec.max_episode_steps {
-            let listed;
-            let names: &[String] = match &fixed_names {
-                Some(n) => n,
-                None => {
-                    listed = listed_actions(&observation);
-                    if listed.is_empty() {
-                        anyhow::bail!(
-                            "the random policy needs action names: {} has none in its spec and its observation lists no `Available actions:`",
-                            spec.id
-                        );
-                    }
-                    &listed
-                }
-            };
-            let action = &names[(splitmix64(&mut rng) % names.len() as u64) as usize];
-            let t = Instant::now();
-            let r = env.step(action);
-            env_time += t.elapsed();
-            steps += 1;
-            match r {
-                Ok(r) => {
-                    observation = r.observation;
-                    ret += r.reward;
-                    success |= r.success;
-                    if r.terminated || r.truncated {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    eprintln!("episode {i} (seed {seed}) failed: {e}");
-                    failed += 1;
+        let action = &names[(splitmix64(&mut rng) % names.len() as u64) as usize];
+        let t = Instant::now();
+        let r = env.step(action);
+        tally.env_time += t.elapsed();
+        tally.steps += 1;
+        match r {
+            Ok(r) => {
+                observation = r.observation;
+                ret += r.reward;
+                success |= r.success;
+                if r.terminated || r.truncated {
                     break;
                 }
             }
+            Err(e) => {
+                eprintln!("episode {i} (seed {seed}) failed: {e}");
+                tally.failed += 1;
+                break;
+            }
         }
-        total_return += ret;
-        successes += u32::from(success);
     }
+    tally.total_return += ret;
+    tally.successes += u32::from(success);
+    Ok(())
+}
+
+/// Print success rate, mean return and env steps per second (JSON with `--json`).
+fn print_tally(args: &Args, spec: &EnvSpec, tally: &Tally) -> anyhow::Result<()> {
     let n = f64::from(args.episodes.max(1));
-    let sps = steps as f64 / env_time.as_secs_f64().max(1e-9);
+    let sps = tally.steps as f64 / tally.env_time.as_secs_f64().max(1e-9);
+    let success_rate = f64::from(tally.successes) / n;
     if args.json {
         let v = serde_json::json!({
             "env": spec.id,
             "policy": "random",
             "seed": args.seed,
             "episodes": args.episodes,
-            "success_rate": f64::from(successes) / n,
-            "mean_return": total_return / n,
-            "steps": steps,
-            "failed_episodes": failed,
+            "success_rate": success_rate,
+            "mean_return": tally.total_return / n,
+            "steps": tally.steps,
+            "failed_episodes": tally.failed,
             "steps_per_second": sps,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -189,11 +217,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "env {} | policy random | {} episodes from seed {}",
             spec.id, args.episodes, args.seed
         );
-        println!("success rate  {:.4}", f64::from(successes) / n);
-        println!("mean return   {:.4}", total_return / n);
-        println!("env steps/s   {sps:.0} ({steps} steps)");
-        if failed > 0 {
-            println!("failed episodes {failed}");
+        println!("success rate  {success_rate:.4}");
+        println!("mean return   {:.4}", tally.total_return / n);
+        println!("env steps/s   {sps:.0} ({} steps)", tally.steps);
+        if tally.failed > 0 {
+            println!("failed episodes {}", tally.failed);
         }
     }
     Ok(())
