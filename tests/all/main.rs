@@ -1,6 +1,7 @@
 //! integration tests
 mod api_model;
 mod builtin_envs;
+mod docs;
 mod learning;
 mod prefix_sharing;
 mod python_plugin;

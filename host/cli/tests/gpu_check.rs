@@ -1,4 +1,4 @@
-//! The GPU check's CPU fallback (#11): `scripts/gpu-check.sh OUT --device cpu --shape tiny` runs
+//! The GPU check's CPU fallback (`docs/gpu.md`, "CPU fallback"): `scripts/gpu-check.sh OUT --device cpu --shape tiny` runs
 //! every Rust part (correctness, sampling, train-step, both RAGEN-shaped iterations) with this
 //! build's binary and writes a report whose figures are real measurements.
 //!

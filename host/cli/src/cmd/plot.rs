@@ -3,7 +3,7 @@
 //! trajectory score), each with a title, labelled axes with ticks, and a legend naming its
 //! metrics. Writes `plots/curves.png` (all panels) and one PNG per panel, and prints each
 //! series' points. A metric logged with its standard error (`{name}_stderr`, e.g.
-//! `val-env/{tag}/success_stderr`) gets error bars of one standard error either side (#9).
+//! `val-env/{tag}/success_stderr`) gets error bars of one standard error either side (`docs/ragen-semantics.md` section 9).
 //!
 //! Text is drawn with an embedded font (DejaVu Sans, matplotlib's default, from the `dejavu`
 //! crate, through plotters' `ab_glyph` renderer), so the images look the same on every machine.
