@@ -226,7 +226,8 @@ impl Tokenizer {
     ///
     /// Byte-level BPE **without** a prefix space; the pre-tokenizer follows `tokenizer.ggml.pre`
     /// (`smollm`: single digits then GPT-2 byte-level; `qwen2`: the Qwen2 split regex). candle's
-    /// own GGUF conversion adds a prefix space and mis-tokenizes ChatML (the ChatML test in `tests.rs`).
+    /// own GGUF conversion adds a prefix space and mis-tokenizes ChatML (the ChatML test in
+    /// `tests/real_model.rs`).
     ///
     /// # Errors
     /// [`PolicyError::Tokenizer`] when the metadata is incomplete.

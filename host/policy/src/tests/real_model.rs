@@ -1,0 +1,112 @@
+//! Tests on the default model (SmolLM2-135M-Instruct); `scripts/setup.sh` installs it.
+use super::*;
+
+fn loaded() -> LoadedModel {
+    load_default().expect("the default model (run scripts/setup.sh)")
+}
+
+#[test]
+fn greedy_answer_to_two_plus_three_contains_five_and_logprobs_match_the_scorer() {
+    let m = loaded();
+    assert_eq!(m.weights.len(), 272);
+    let tok = &m.tokenizer;
+    let sys = tok.default_system_prompt().unwrap();
+    assert!(sys.contains("SmolLM"), "{sys}");
+    let prompt = tok
+        .encode_chat(&[Message::system(sys), Message::user("What is 2+3?")], true)
+        .unwrap();
+    let policy = Policy::new(&m, Trainable::Full, 0).unwrap();
+    let params = SamplingParams {
+        max_new_tokens: 24,
+        ..Default::default()
+    };
+    let out = &sample(
+        &policy.sampler(),
+        tok,
+        std::slice::from_ref(&prompt),
+        &params,
+    )
+    .unwrap()[0];
+    assert!(out.text.contains('5'), "answer: {:?}", out.text);
+    let ids: Vec<u32> = prompt.iter().chain(&out.tokens).copied().collect();
+    let mask: Vec<u8> = (0..ids.len())
+        .map(|i| u8::from(i >= prompt.len()))
+        .collect();
+    let batch = TokenBatch::right_padded(&[(ids, mask)], 2).unwrap();
+    let lp: Vec<f32> = score(policy.model(), &batch)
+        .unwrap()
+        .logprobs
+        .squeeze(0)
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    for (j, x) in out.logprobs.iter().enumerate() {
+        let y = lp[prompt.len() - 1 + j];
+        assert!((x - y).abs() < 1e-4, "token {j}: sampler {x} scorer {y}");
+    }
+}
+
+/// Prefix caching (#10) on the real model: groups of identical prompts sampled at
+/// temperature 1 give the tokens of the padded sampler, log-probs within 1e-4.
+#[test]
+fn cached_sampling_gives_the_tokens_of_padded_sampling() {
+    let m = loaded();
+    let tok = &m.tokenizer;
+    let policy = Policy::new(&m, Trainable::Full, 0).unwrap();
+    let model = policy.sampler();
+    let prompts: Vec<Vec<u32>> = (0..8)
+        .map(|i| {
+            let user = format!("You are at arm {}. Pull Left or Right. Think first.", i / 2);
+            tok.encode_chat(&[Message::system("You play."), Message::user(user)], true)
+                .unwrap()
+        })
+        .collect();
+    let params = SamplingParams {
+        temperature: 1.0,
+        max_new_tokens: 40,
+        seed: 3,
+        ..Default::default()
+    };
+    let padded = sample(&model, tok, &prompts, &params).unwrap();
+    let mut cache = crate::PrefixCache::new(1 << 30);
+    let cached = crate::sample_cached(&model, tok, &prompts, &params, None, &mut cache).unwrap();
+    let mut worst = 0.0f32;
+    for (row, (a, b)) in padded.iter().zip(&cached).enumerate() {
+        assert_eq!(
+            a.tokens, b.tokens,
+            "row {row}: {:?} vs {:?}",
+            a.text, b.text
+        );
+        for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+            worst = worst.max((x - y).abs());
+        }
+    }
+    assert!(worst < 1e-4, "log-probs differ by up to {worst}");
+    let st = cache.stats();
+    assert!(st.prefilled_tokens * 5 < st.prompt_tokens * 3, "{st:?}");
+}
+
+#[test]
+fn tokenizer_matches_the_hugging_face_chatml_ids_and_round_trips() {
+    let m = loaded();
+    let tok = &m.tokenizer;
+    // Tail of the ChatML ids the Hugging Face SmolLM2 tokenizer gives (HuggingFaceTB/SmolLM2-135M-Instruct `tokenizer.json`).
+    let ids = tok
+        .encode_chat(&[Message::user("What is 2+3?")], true)
+        .unwrap();
+    assert_eq!(
+        ids,
+        vec![
+            1, 4093, 198, 1780, 314, 216, 34, 27, 35, 47, 2, 198, 1, 520, 9531, 198
+        ]
+    );
+    for text in [
+        "Hello world! 12345 apples cost $3.50.\n\n  indented\tTab",
+        "héllo wörld 你好 🙂 <|im_end|> trailing",
+    ] {
+        assert_eq!(tok.decode(&tok.encode(text).unwrap(), false).unwrap(), text);
+    }
+    let obs = "state: <|im_end|> and <|im_start|>";
+    let ids = tok.encode(obs).unwrap();
+    assert!(!ids.contains(&tok.im_end_id()) && !ids.contains(&tok.im_start_id()));
+}
