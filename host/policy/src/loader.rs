@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::ModelConfig;
-use crate::model::{LlamaModel, ModelParts, Weights};
+use crate::model::{LlamaModel, ModelParts, Weights, layer_projection_paths, projection_shapes};
 use crate::tokenizer::Tokenizer;
 use crate::{PolicyError, Result};
 
@@ -342,33 +342,19 @@ pub fn random_weights(cfg: &ModelConfig, seed: u64, device: &Device) -> Result<W
         Ok(Tensor::from_vec(v, (rows, cols), device)?)
     };
     let d = cfg.hidden_size;
-    let hd = cfg.head_dim();
-    let q_out = cfg.num_attention_heads * hd;
-    let kv_out = cfg.num_kv_heads() * hd;
-    let f = cfg.intermediate_size;
     let mut w = Weights::new();
     w.insert("model.embed_tokens.weight".into(), mat(cfg.vocab_size, d)?);
     for i in 0..cfg.num_hidden_layers {
         let p = format!("model.layers.{i}");
-        for (name, out, inp) in [
-            ("self_attn.q_proj", q_out, d),
-            ("self_attn.k_proj", kv_out, d),
-            ("self_attn.v_proj", kv_out, d),
-            ("self_attn.o_proj", d, q_out),
-            ("mlp.gate_proj", f, d),
-            ("mlp.up_proj", f, d),
-            ("mlp.down_proj", d, f),
-        ] {
-            w.insert(format!("{p}.{name}.weight"), mat(out, inp)?);
-            let has_bias = match name {
-                "self_attn.o_proj" => cfg.o_bias(),
-                n if n.starts_with("self_attn") => cfg.qkv_bias(),
-                _ => false,
-            };
-            if has_bias {
+        for ((path, _), s) in layer_projection_paths(i)
+            .into_iter()
+            .zip(projection_shapes(cfg))
+        {
+            w.insert(format!("{path}.weight"), mat(s.output, s.input)?);
+            if s.bias {
                 w.insert(
-                    format!("{p}.{name}.bias"),
-                    Tensor::zeros(out, DType::F32, device)?,
+                    format!("{path}.bias"),
+                    Tensor::zeros(s.output, DType::F32, device)?,
                 );
             }
         }

@@ -4,6 +4,7 @@
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Shape, Tensor};
 use serde::{Deserialize, Serialize};
 
+use crate::model::PROJECTIONS;
 use crate::{PolicyError, Result};
 
 /// Which projections get LoRA adapters and how large they are (PEFT's `LoraConfig` fields).
@@ -30,16 +31,17 @@ impl Default for LoraConfig {
     }
 }
 
-/// Every projection name LoRA can target.
-pub const ALL_MODULES: [&str; 7] = [
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-];
+/// Every projection name LoRA can target: `q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`,
+/// `up_proj`, `down_proj` (the decoder layer's projections, in its order).
+pub const ALL_MODULES: [&str; 7] = {
+    let mut names = [""; 7];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = PROJECTIONS[i].1;
+        i += 1;
+    }
+    names
+};
 
 impl LoraConfig {
     /// The `alpha / rank` multiplier.

@@ -131,7 +131,7 @@ impl LlamaModel {
                     .collect(),
             })
             .collect();
-        // As the padded path computes it (`model.rs`).
+        // As the padded path computes it (`model/layer.rs`, `attention_fused`).
         let scale = (1.0 / (hs.hd as f64).sqrt()) as f32;
         let attn = ops::with_slice(&q, "packed-forward", |q| {
             ops::chain_attention(q, &queries, hs, scale)

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp3, D, DType, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use super::gemm::{Mat, gemm};
@@ -248,4 +248,42 @@ pub(crate) fn attention(
             scale: scale as f32,
         },
     )
+}
+
+/// The composed twin of [`attention`] (differentiable candle ops; any device and dtype):
+/// q [B, H, T, hd], k/v [B, KV, Tk, hd], additive mask [B, 1, 1, T, Tk]; returns [B, T, H·hd].
+/// Scores and softmax in f32, the probabilities times V in `dtype`.
+pub(crate) fn sdpa_composed(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    bias: &Tensor,
+    rep: usize,
+    dtype: DType,
+) -> candle_core::Result<Tensor> {
+    let (b, h, t, hd) = q.dims4()?;
+    let kv = h / rep;
+    let tk = k.dim(2)?;
+    // Grouped-query attention: query head j uses kv head j / rep, so [B, H, T, hd] reshapes
+    // to [B, KV, rep*T, hd] without copying K/V.
+    let q = q
+        .affine(1.0 / (hd as f64).sqrt(), 0.0)?
+        .reshape((b, kv, rep * t, hd))?;
+    let scores = q.matmul(&k.t()?)?.to_dtype(DType::F32)?; // [B, KV, rep*T, Tk]
+    let scores = scores.reshape((b, kv, rep, t, tk))?.broadcast_add(bias)?;
+    let probs = softmax_last_dim(&scores)?
+        .reshape((b, kv, rep * t, tk))?
+        .to_dtype(dtype)?;
+    let out = probs.matmul(&v.contiguous()?)?; // [B, KV, rep*T, hd]
+    out.reshape((b, h, t, hd))?
+        .transpose(1, 2)?
+        .reshape((b, t, h * hd))
+}
+
+/// Softmax over the last dim with a detached max (the backward skips the max reduce).
+fn softmax_last_dim(x: &Tensor) -> candle_core::Result<Tensor> {
+    let m = x.max_keepdim(D::Minus1)?.detach();
+    let e = x.broadcast_sub(&m)?.exp()?;
+    let s = e.sum_keepdim(D::Minus1)?;
+    e.broadcast_div(&s)
 }

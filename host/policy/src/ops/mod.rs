@@ -1,7 +1,7 @@
 //! Fused CPU kernels for training and sampling in f32, each a candle custom op with a
-//! hand-written backward (issue #10): fewer graph nodes, fewer full-size temporaries and no
-//! transposes. Every op has an unfused composition of differentiable candle ops in
-//! [`crate::model`] that the tests compare it with, and that runs on other devices and dtypes.
+//! hand-written backward: fewer graph nodes, fewer full-size temporaries and no transposes.
+//! Beside each fused op, in the same file, sits its composed twin (`*_composed`: differentiable
+//! candle ops) that the tests compare it with, and that runs on other devices and dtypes.
 //!
 //! - [`rms_norm`]: RMSNorm forward/backward in one pass per row.
 //! - [`swiglu`]: `silu(gate) · up`.
@@ -21,11 +21,11 @@ mod norm;
 mod rope;
 mod swiglu;
 
-pub(crate) use attention::attention;
+pub(crate) use attention::{attention, sdpa_composed};
 pub(crate) use chain_attention::{ChainQuery, Heads, KvBlock, chain_attention};
 pub(crate) use logprob::token_logprobs;
-pub(crate) use norm::rms_norm;
-pub(crate) use rope::{RopeTables, rope};
+pub(crate) use norm::{rms_norm, rms_norm_composed};
+pub(crate) use rope::{RopeTables, rope, rope_composed};
 pub(crate) use swiglu::swiglu;
 
 use candle_core::backend::BackendStorage;

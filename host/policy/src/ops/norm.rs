@@ -1,6 +1,6 @@
 //! RMSNorm `y = x / sqrt(mean(x²) + eps) · w` (Zhang & Sennrich 2019) as one node.
 
-use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp2, D, DType, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use super::{slice, tensor, with_slice, zeros};
@@ -105,4 +105,14 @@ impl CustomOp2 for RmsNorm {
 pub(crate) fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
     x.contiguous()?
         .apply_op2(&w.contiguous()?, RmsNorm { eps: eps as f32 })
+}
+
+/// The composed twin of [`rms_norm`] (differentiable candle ops; any device and dtype), in f32:
+/// `x / sqrt(mean(x²) + eps) · w`; [.., D] -> [.., D] f32.
+pub(crate) fn rms_norm_composed(x: &Tensor, w: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
+    let x = x.to_dtype(DType::F32)?;
+    let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
+    let inv = (ms + eps)?.sqrt()?.recip()?;
+    x.broadcast_mul(&inv)?
+        .broadcast_mul(&w.to_dtype(DType::F32)?)
 }

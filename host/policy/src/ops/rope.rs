@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, D, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use super::{slice, tensor, with_slice, zeros};
@@ -80,4 +80,17 @@ pub(crate) fn rope(x: &Tensor, tables: &RopeTables) -> candle_core::Result<Tenso
     x.contiguous()?.apply_op1(Rope {
         tables: tables.clone(),
     })
+}
+
+/// The composed twin of [`rope`] (differentiable candle ops; any device and dtype), in Hugging
+/// Face's `rotate_half` form on the attention layout: x [B, heads, T, hd], cos/sin
+/// [B, 1, T, hd/2].
+pub(crate) fn rope_composed(x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
+    let hd = x.dim(D::Minus1)?;
+    let half = hd / 2;
+    let x1 = x.narrow(D::Minus1, 0, half)?;
+    let x2 = x.narrow(D::Minus1, half, half)?;
+    let r1 = (x1.broadcast_mul(cos)? - x2.broadcast_mul(sin)?)?;
+    let r2 = (x2.broadcast_mul(cos)? + x1.broadcast_mul(sin)?)?;
+    Tensor::cat(&[&r1, &r2], D::Minus1)
 }

@@ -8,7 +8,6 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::RopeTables;
-use crate::model;
 use crate::scoring::logprobs_and_entropy;
 
 fn rand_vec(rng: &mut ChaCha8Rng, n: usize, scale: f32) -> Vec<f32> {
@@ -83,7 +82,7 @@ fn fused_rms_norm_matches_composition() {
         "rms_norm",
         &[x, w],
         |t| super::rms_norm(&t[0], &t[1], 1e-5).unwrap(),
-        |t| model::rms_norm(&t[0], &t[1], 1e-5).unwrap(),
+        |t| super::rms_norm_composed(&t[0], &t[1], 1e-5).unwrap(),
         1e-5,
     );
 }
@@ -134,7 +133,7 @@ fn fused_rope_matches_composition() {
         &[x],
         |ts| super::rope(&ts[0], &tables).unwrap(),
         |ts| {
-            let y = model::rope(&ts[0].transpose(1, 2).unwrap(), &cos, &sin).unwrap();
+            let y = super::rope_composed(&ts[0].transpose(1, 2).unwrap(), &cos, &sin).unwrap();
             y.transpose(1, 2).unwrap().contiguous().unwrap()
         },
         1e-6,
@@ -173,7 +172,7 @@ fn fused_attention_matches_composition() {
             let q = ts[0].transpose(1, 2).unwrap().contiguous().unwrap();
             let k = ts[1].transpose(1, 2).unwrap().contiguous().unwrap();
             let v = ts[2].transpose(1, 2).unwrap().contiguous().unwrap();
-            model::sdpa(&q, &k, &v, &bias_t, h / kv, DType::F32).unwrap()
+            super::sdpa_composed(&q, &k, &v, &bias_t, h / kv, DType::F32).unwrap()
         },
         1e-5,
     );
