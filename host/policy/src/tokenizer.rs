@@ -3,7 +3,9 @@
 //! Text from an environment or a user is always encoded literally: control tokens such as
 //! `<|im_end|>` are only ever inserted by the chat renderer itself, never produced from text.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use candle_core::quantized::gguf_file;
 use serde::{Deserialize, Serialize};
@@ -344,6 +346,37 @@ impl Tokenizer {
         self.trusted.token_to_id(token)
     }
 
+    /// The bytes token `id` stands for in text, or `None` for a special token, an id outside
+    /// the vocabulary or a token without a byte form. In a byte-level BPE vocabulary these are
+    /// the token's exact bytes, also when it holds part of a UTF-8 character; otherwise the
+    /// token's decoded text when that is whole characters.
+    pub fn token_bytes(&self, id: u32) -> Option<Vec<u8>> {
+        let added = self
+            .trusted
+            .get_added_vocabulary()
+            .get_added_tokens_decoder();
+        if added.get(&id).is_some_and(|t| t.special) {
+            return None;
+        }
+        let bytes = if matches!(
+            self.trusted.get_decoder(),
+            Some(tokenizers::DecoderWrapper::ByteLevel(_))
+        ) {
+            let table = byte_level_char_bytes();
+            self.trusted
+                .id_to_token(id)?
+                .chars()
+                .map(|c| table.get(&c).copied())
+                .collect::<Option<Vec<u8>>>()?
+        } else {
+            self.decode(&[id], false)
+                .ok()
+                .filter(|s| !s.contains('\u{FFFD}'))?
+                .into_bytes()
+        };
+        (!bytes.is_empty()).then_some(bytes)
+    }
+
     /// The underlying Hugging Face tokenizer (special tokens enabled).
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.trusted
@@ -484,3 +517,28 @@ impl Tokenizer {
 
 /// The Qwen2 pre-tokenizer split regex (from Qwen2's `tokenizer.json`).
 const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Byte-level BPE's byte-to-character table, inverted (openai/gpt-2
+/// `src/encoder.py::bytes_to_unicode`). The characters are those of `tokenizers`' alphabet: a
+/// printable byte stands for itself (exactly the alphabet's characters below U+0100), and the
+/// other bytes, in increasing order, for the alphabet's remaining characters, in increasing order.
+fn byte_level_char_bytes() -> &'static HashMap<char, u8> {
+    static TABLE: LazyLock<HashMap<char, u8>> = LazyLock::new(|| {
+        let alphabet = ByteLevel::alphabet();
+        let mut others: Vec<char> = alphabet.iter().copied().filter(|&c| c > '\u{FF}').collect();
+        others.sort_unstable();
+        let mut others = others.into_iter();
+        (0..=255u8)
+            .filter_map(|b| {
+                let c = char::from(b);
+                let c = if alphabet.contains(&c) {
+                    Some(c)
+                } else {
+                    others.next()
+                };
+                c.map(|c| (c, b))
+            })
+            .collect()
+    });
+    &TABLE
+}

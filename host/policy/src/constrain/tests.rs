@@ -8,8 +8,8 @@ use candle_core::Tensor;
 use super::*;
 use crate::tests::{byte_tokenizer, tiny_cfg, tiny_loaded, tiny_tokenizer};
 use crate::{
-    FinishReason, LoadedModel, Policy, SamplingParams, TokenBatch, Trainable, sample_constrained,
-    score,
+    FinishReason, LoadedModel, Policy, PolicyError, SamplingParams, TokenBatch, Tokenizer,
+    Trainable, sample_constrained, score,
 };
 
 const MERGED: [&str; 12] = [

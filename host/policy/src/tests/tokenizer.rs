@@ -1,4 +1,5 @@
-//! The tokenizer: control tokens in text stay text, and the synthetic vocabulary.
+//! The tokenizer: control tokens in text stay text, the synthetic vocabulary, and the bytes of
+//! byte-level tokens.
 
 use super::*;
 
@@ -52,4 +53,32 @@ fn synthetic_tokenizer_covers_a_qwen_sized_vocabulary() {
         let e = Tokenizer::synthetic(bad).unwrap_err().to_string();
         assert!(e.contains("vocab_size"), "{e}");
     }
+}
+
+/// Byte-level tokens spell their exact bytes (the GPT-2 table, openai/gpt-2
+/// `src/encoder.py::bytes_to_unicode`): `Ġ` (U+0120) is a space, `Ċ` (U+010A) a newline, `Ń`
+/// (U+0143) the soft hyphen 0xAD, the last byte without a printable character; `Ã` alone is the
+/// first byte of `é`. Special tokens have no bytes.
+#[test]
+fn token_bytes_are_the_exact_bytes_of_byte_level_tokens() {
+    let tok = byte_tokenizer(|_| true, &["ĠLe", "Ã©"]);
+    let id = |t: &str| tok.token_to_id(t).unwrap();
+    assert_eq!(tok.token_bytes(id("Ġ")), Some(b" ".to_vec()));
+    assert_eq!(tok.token_bytes(id("Ċ")), Some(b"\n".to_vec()));
+    assert_eq!(tok.token_bytes(id("Ń")), Some(vec![0xAD]));
+    assert_eq!(tok.token_bytes(id("ĠLe")), Some(b" Le".to_vec()));
+    assert_eq!(tok.token_bytes(id("Ã©")), Some("é".as_bytes().to_vec()));
+    assert_eq!(tok.token_bytes(id("Ã")), Some(vec![0xC3]));
+    for special in [tok.im_start_id(), tok.im_end_id()] {
+        assert_eq!(tok.token_bytes(special), None);
+    }
+    // The 256 single-character tokens spell the 256 bytes, each once.
+    let mut bytes: Vec<u8> = (3..259)
+        .map(|i| match tok.token_bytes(i).unwrap()[..] {
+            [b] => b,
+            ref other => panic!("token {i} spells {other:?}"),
+        })
+        .collect();
+    bytes.sort_unstable();
+    assert_eq!(bytes, (0..=255).collect::<Vec<u8>>());
 }
