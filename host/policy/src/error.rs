@@ -56,7 +56,8 @@ pub enum PolicyError {
         /// What went wrong.
         reason: String,
     },
-    /// Constrained decoding (#9): no token sequence of the vocabulary spells an action name.
+    /// Constrained decoding ([`crate::constrain`]): no token sequence of the vocabulary spells an
+    /// action name.
     #[error("spell action {name:?}: no token sequence of the vocabulary spells it")]
     UnspellableAction {
         /// The env's action name.

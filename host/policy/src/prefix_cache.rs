@@ -1,5 +1,6 @@
 //! Key/value caches kept across sampling calls and shared between rows: prefix caching for
-//! multi-turn rollouts (issue #10, item 3), used by [`crate::sample_cached`].
+//! multi-turn rollouts (`docs/benchmarks.md`, "`bench iteration`"), used by
+//! [`crate::sample_cached`].
 //!
 //! The members of a RAGEN env group reset with the same seed, so their first-turn prompts are
 //! identical; and each later prompt of a trajectory is its previous prompt, its response, the

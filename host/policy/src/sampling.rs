@@ -92,7 +92,8 @@ pub fn sample(
 }
 
 /// [`sample`], with each row's answer restricted by `constraint` (constrained action decoding,
-/// #9, [`crate::constrain`]): the grammar masks the logits before temperature, top-k and top-p.
+/// [`crate::constrain`]; `docs/ragen-semantics.md` §5, "Constrained action decoding"): the
+/// grammar masks the logits before temperature, top-k and top-p.
 ///
 /// # Errors
 /// As [`sample`].
@@ -210,9 +211,10 @@ pub(crate) fn sample_chunked(
     decode(first, b, params, tokenizer, constraint, &mut step)
 }
 
-/// [`sample_constrained`] with prefix caching (issue #10): prompt parts that rows of this call
-/// share, or that an earlier call on `cache` already encoded (the history of a multi-turn
-/// trajectory), are not prefilled again; each row's keys and values are read in place from
+/// [`sample_constrained`] with prefix caching (`docs/benchmarks.md`, "`bench iteration`"):
+/// prompt parts that rows of this call share, or that an earlier call on `cache` already encoded
+/// (the history of a multi-turn trajectory), are not prefilled again; each row's keys and values
+/// are read in place from
 /// the shared and cached segments ([`crate::prefix_cache`]). With the same seed the samples are
 /// those of [`sample_constrained`] (up to float rounding of the logits: same tokens but in
 /// ties of probability ~1e-6). Fused CPU f32 models only; on other devices and dtypes this is
@@ -313,7 +315,7 @@ fn decode(
             r
         })
         .collect();
-    // Constrained decoding hook (#9): one grammar state machine per row.
+    // Constrained decoding hook ([`crate::constrain`]): one grammar state machine per row.
     let mut guides: Vec<Option<Guide>> = (0..b).map(|_| constraint.map(Guide::new)).collect();
     let mut logits = first; // [n_active, V]
     let mut active: Vec<usize> = (0..b).collect();
@@ -330,8 +332,9 @@ fn decode(
         };
         let mut next = Vec::with_capacity(active.len());
         for (i, &row) in active.iter().enumerate() {
-            // Constrained decoding hook (#9): the row's guide may force the token or restrict
-            // the choice to an allowed set (the masked logits feed the usual sampler).
+            // Constrained decoding hook ([`crate::constrain`]): the row's guide may force the
+            // token or restrict the choice to an allowed set (the masked logits feed the usual
+            // sampler).
             let remaining = params.max_new_tokens - out[row].tokens.len();
             let rule = guides[row]
                 .as_mut()

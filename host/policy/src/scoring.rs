@@ -18,9 +18,10 @@ pub struct TokenBatch {
     /// [B, T] 1 where token t is scored (a policy-generated response token), else 0. Column 0
     /// can never be scored (nothing predicts it); a scored token must be a real token.
     pub loss_mask: Vec<Vec<u8>>,
-    /// [B, T] how each token was generated under constrained decoding (#9), or empty when every
-    /// token is free: a forced token scores log-prob 0 and entropy 0 with no gradient, a choice
-    /// token is normalised over its allowed set. See [`TokenBatch::with_constraints`].
+    /// [B, T] how each token was generated under constrained decoding ([`crate::constrain`]), or
+    /// empty when every token is free: a forced token scores log-prob 0 and entropy 0 with no
+    /// gradient, a choice token is normalised over its allowed set. See
+    /// [`TokenBatch::with_constraints`].
     pub kinds: Vec<Vec<TokenKind>>,
 }
 
@@ -44,8 +45,9 @@ impl TokenBatch {
         Ok(b)
     }
 
-    /// Attach the token kinds of constrained decoding (#9), one per token; rows shorter than T
-    /// (unpadded) are padded with [`TokenKind::Free`].
+    /// Attach the token kinds of constrained decoding (`docs/ragen-semantics.md` §5,
+    /// "Constrained action decoding"), one per token; rows shorter than T (unpadded) are padded
+    /// with [`TokenKind::Free`].
     ///
     /// # Errors
     /// [`PolicyError::InvalidArgument`] when there is not one row per sequence, or a row is
@@ -278,8 +280,8 @@ pub fn score(model: &LlamaModel, batch: &TokenBatch) -> Result<Scores> {
     let device = model.device().clone();
     let (b, t) = (batch.batch_size(), batch.seq_len());
     let d = model.config().hidden_size;
-    // Constrained decoding hook (#9): free tokens use the full softmax, choice tokens the
-    // softmax over their allowed set; forced tokens are left at 0 (no gradient).
+    // Constrained decoding hook ([`crate::constrain`]): free tokens use the full softmax, choice
+    // tokens the softmax over their allowed set; forced tokens are left at 0 (no gradient).
     let mut free = Positions::default();
     let mut choice = Positions::default();
     let mut allowed: Vec<&[u32]> = Vec::new();

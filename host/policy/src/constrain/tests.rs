@@ -1,5 +1,6 @@
-//! Tests of constrained action decoding (#9) on tiny byte-level vocabularies, a tiny random
-//! model, and the default model's tokenizer.
+//! Tests of constrained action decoding (`docs/ragen-semantics.md` §5, "Constrained action
+//! decoding") on tiny byte-level vocabularies, a tiny random model, and the default model's
+//! tokenizer.
 
 use std::sync::Arc;
 

@@ -7,9 +7,11 @@
 //! FlashAttention does, Dao et al. 2022, arXiv 2205.14135), so no `[B, H, T, Tk]` tensor outlives
 //! the op. Query head `j` reads key/value head `j / (H / KV)`.
 //!
-//! Keys come in one block per row today. A shared prompt prefix (issue #10, item 3) fits here as
-//! a second key block read by every row: the score and output loops below run over key blocks,
-//! so adding one means adding the prefix's `(k, v)` slices and its mask columns.
+//! Keys come in one block per row today. A shared prompt prefix fits here as a second key block
+//! read by every row: the score and output loops below run over key blocks, so adding one means
+//! adding the prefix's `(k, v)` slices and its mask columns. (Sampling reads shared prefixes
+//! through [`super::chain_attention`]; training on them is not built yet: `docs/benchmarks.md`,
+//! "`bench iteration`".)
 
 use std::sync::Arc;
 

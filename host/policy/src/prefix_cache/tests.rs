@@ -1,7 +1,7 @@
-//! Prefix caching (#10, item 3): sampling with shared and cached prefixes gives the tokens of
-//! sampling without them, on a tiny random model, several env groups, several turns, calls that
-//! split groups, histories that do not extend the sampled tokens exactly, constrained decoding,
-//! and a memory cap that forces the fallback.
+//! Prefix caching (`docs/benchmarks.md`, "`bench iteration`"): sampling with shared and cached
+//! prefixes gives the tokens of sampling without them, on a tiny random model, several env groups,
+//! several turns, calls that split groups, histories that do not extend the sampled tokens
+//! exactly, constrained decoding, and a memory cap that forces the fallback.
 
 use std::sync::Arc;
 
@@ -167,8 +167,8 @@ fn cached_sampling_gives_the_tokens_of_uncached_sampling() {
 
 #[test]
 fn cached_sampling_keeps_each_rows_constraint() {
-    // Constrained decoding (#9) with thinking on: every row runs its own grammar state over the
-    // shared prefix.
+    // Constrained decoding ([`crate::constrain`]) with thinking on: every row runs its own
+    // grammar state over the shared prefix.
     let loaded = tiny_loaded(tiny_cfg(), 43);
     let model = loaded.frozen_model().unwrap();
     let tok = &loaded.tokenizer;

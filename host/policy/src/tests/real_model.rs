@@ -46,8 +46,9 @@ fn greedy_answer_to_two_plus_three_contains_five_and_logprobs_match_the_scorer()
     }
 }
 
-/// Prefix caching (#10) on the real model: groups of identical prompts sampled at
-/// temperature 1 give the tokens of the padded sampler, log-probs within 1e-4.
+/// Prefix caching (`docs/benchmarks.md`, "`bench iteration`") on the real model: groups of
+/// identical prompts sampled at temperature 1 give the tokens of the padded sampler, log-probs
+/// within 1e-4.
 #[test]
 fn cached_sampling_gives_the_tokens_of_padded_sampling() {
     let m = loaded();
