@@ -239,64 +239,7 @@ fn load_gguf(path: &Path, device: &Device) -> Result<LoadedModel> {
     let mut file = std::fs::File::open(path).map_err(|e| PolicyError::io(path, e))?;
     let ct =
         gguf_file::Content::read(&mut file).map_err(|e| bad(format!("not a gguf file: {e}")))?;
-    let md = &ct.metadata;
-    let arch = md
-        .get("general.architecture")
-        .and_then(|v| v.to_string().ok())
-        .cloned()
-        .ok_or_else(|| bad("metadata lacks general.architecture".into()))?;
-    if !matches!(arch.as_str(), "llama" | "qwen2") {
-        return Err(bad(format!(
-            "architecture {arch:?} is not supported (llama, qwen2)"
-        )));
-    }
-    let get_u = |key: &str| -> Result<usize> {
-        let k = format!("{arch}.{key}");
-        md.get(&k)
-            .ok_or_else(|| bad(format!("metadata lacks {k}")))?
-            .to_u32()
-            .map(|v| v as usize)
-            .map_err(|e| bad(format!("{k}: {e}")))
-    };
-    let get_f = |key: &str, default: f64| -> f64 {
-        md.get(&format!("{arch}.{key}"))
-            .and_then(|v| v.to_f32().ok())
-            .map_or(default, f64::from)
-    };
-    let n_head = get_u("attention.head_count")?;
-    let n_kv = get_u("attention.head_count_kv").unwrap_or(n_head);
-    let embd = ct
-        .tensor_infos
-        .get("token_embd.weight")
-        .ok_or_else(|| bad("no token_embd.weight tensor".into()))?;
-    let vocab_size = embd.shape.dims()[0];
-    let tied = !ct.tensor_infos.contains_key("output.weight");
-    let config = ModelConfig {
-        architectures: vec![
-            if arch == "qwen2" {
-                "Qwen2ForCausalLM"
-            } else {
-                "LlamaForCausalLM"
-            }
-            .into(),
-        ],
-        model_type: arch.clone(),
-        vocab_size,
-        hidden_size: get_u("embedding_length")?,
-        intermediate_size: get_u("feed_forward_length")?,
-        num_hidden_layers: get_u("block_count")?,
-        num_attention_heads: n_head,
-        num_key_value_heads: Some(n_kv),
-        head_dim: None,
-        rms_norm_eps: get_f("attention.layer_norm_rms_epsilon", 1e-5),
-        rope_theta: get_f("rope.freq_base", 10_000.0),
-        max_position_embeddings: get_u("context_length").unwrap_or(4096),
-        tie_word_embeddings: tied,
-        attention_bias: None,
-        bos_token_id: md
-            .get("tokenizer.ggml.bos_token_id")
-            .and_then(|v| v.to_u32().ok()),
-    };
+    let config = gguf_config(&ct).map_err(bad)?;
     config.validate().map_err(bad)?;
     let mut weights = Weights::new();
     let names: Vec<String> = ct.tensor_infos.keys().cloned().collect();
@@ -309,11 +252,11 @@ fn load_gguf(path: &Path, device: &Device) -> Result<LoadedModel> {
             .tensor(&mut file, &name, device)
             .map_err(|e| bad(format!("tensor {name}: {e}")))?;
         let mut t = qt.dequantize(device)?.to_dtype(DType::F32)?;
-        if arch == "llama" {
+        if config.model_type == "llama" {
             if hf.contains("self_attn.q_proj") {
-                t = unpermute_qk(&t, n_head)?;
+                t = unpermute_qk(&t, config.num_attention_heads)?;
             } else if hf.contains("self_attn.k_proj") {
-                t = unpermute_qk(&t, n_kv)?;
+                t = unpermute_qk(&t, config.num_kv_heads())?;
             }
         }
         weights.insert(hf, t);
@@ -324,6 +267,66 @@ fn load_gguf(path: &Path, device: &Device) -> Result<LoadedModel> {
         weights,
         tokenizer,
         source: path.to_path_buf(),
+    })
+}
+
+/// The model config a GGUF file's metadata (`{arch}.*`) and tensor shapes describe; the error
+/// says what is missing or unsupported.
+fn gguf_config(ct: &gguf_file::Content) -> std::result::Result<ModelConfig, String> {
+    let md = &ct.metadata;
+    let arch = md
+        .get("general.architecture")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .ok_or("metadata lacks general.architecture")?;
+    if !matches!(arch.as_str(), "llama" | "qwen2") {
+        return Err(format!(
+            "architecture {arch:?} is not supported (llama, qwen2)"
+        ));
+    }
+    let get_u = |key: &str| -> std::result::Result<usize, String> {
+        let k = format!("{arch}.{key}");
+        md.get(&k)
+            .ok_or_else(|| format!("metadata lacks {k}"))?
+            .to_u32()
+            .map(|v| v as usize)
+            .map_err(|e| format!("{k}: {e}"))
+    };
+    let get_f = |key: &str, default: f64| -> f64 {
+        md.get(&format!("{arch}.{key}"))
+            .and_then(|v| v.to_f32().ok())
+            .map_or(default, f64::from)
+    };
+    let n_head = get_u("attention.head_count")?;
+    let embd = ct
+        .tensor_infos
+        .get("token_embd.weight")
+        .ok_or("no token_embd.weight tensor")?;
+    Ok(ModelConfig {
+        architectures: vec![
+            if arch == "qwen2" {
+                "Qwen2ForCausalLM"
+            } else {
+                "LlamaForCausalLM"
+            }
+            .into(),
+        ],
+        model_type: arch.clone(),
+        vocab_size: embd.shape.dims()[0],
+        hidden_size: get_u("embedding_length")?,
+        intermediate_size: get_u("feed_forward_length")?,
+        num_hidden_layers: get_u("block_count")?,
+        num_attention_heads: n_head,
+        num_key_value_heads: Some(get_u("attention.head_count_kv").unwrap_or(n_head)),
+        head_dim: None,
+        rms_norm_eps: get_f("attention.layer_norm_rms_epsilon", 1e-5),
+        rope_theta: get_f("rope.freq_base", 10_000.0),
+        max_position_embeddings: get_u("context_length").unwrap_or(4096),
+        tie_word_embeddings: !ct.tensor_infos.contains_key("output.weight"),
+        attention_bias: None,
+        bos_token_id: md
+            .get("tokenizer.ggml.bos_token_id")
+            .and_then(|v| v.to_u32().ok()),
     })
 }
 

@@ -52,94 +52,105 @@ pub(crate) fn build_trainable(
     seed: u64,
 ) -> Result<(LlamaModel, Vec<NamedParam>)> {
     match trainable {
-        Trainable::Full => {
-            // Only the decoder's own tensors (a critic directory also holds `score.*`).
-            let mut names: Vec<&String> = weights
-                .keys()
-                .filter(|n| {
-                    n.starts_with("model.")
-                        || (n.as_str() == "lm_head.weight" && !cfg.tie_word_embeddings)
-                })
-                .collect();
-            names.sort();
-            let mut params = Vec::with_capacity(names.len());
-            let mut vars = Weights::new();
-            for name in names {
-                let var = Var::from_tensor(&weights[name].to_dtype(DType::F32)?)?;
-                vars.insert(name.clone(), var.as_tensor().clone());
-                params.push(NamedParam {
-                    name: name.clone(),
-                    var,
-                });
+        Trainable::Full => build_full(cfg, weights),
+        Trainable::Lora(lora) => build_lora(cfg, weights, lora, seed),
+    }
+}
+
+/// Full fine-tuning: every decoder tensor (and an untied lm_head) becomes a Var.
+fn build_full(cfg: &ModelConfig, weights: &Weights) -> Result<(LlamaModel, Vec<NamedParam>)> {
+    // Only the decoder's own tensors (a critic directory also holds `score.*`).
+    let mut names: Vec<&String> = weights
+        .keys()
+        .filter(|n| {
+            n.starts_with("model.") || (n.as_str() == "lm_head.weight" && !cfg.tie_word_embeddings)
+        })
+        .collect();
+    names.sort();
+    let mut params = Vec::with_capacity(names.len());
+    let mut vars = Weights::new();
+    for name in names {
+        let var = Var::from_tensor(&weights[name].to_dtype(DType::F32)?)?;
+        vars.insert(name.clone(), var.as_tensor().clone());
+        params.push(NamedParam {
+            name: name.clone(),
+            var,
+        });
+    }
+    let empty = HashMap::new();
+    let model = LlamaModel::new(
+        cfg,
+        &ModelParts {
+            weights: &vars,
+            adapters: &empty,
+            frozen_base: false,
+        },
+    )?;
+    Ok((model, params))
+}
+
+/// LoRA: frozen base weights and a fresh adapter pair (PEFT's initialisation, seeded) on every
+/// targeted projection.
+fn build_lora(
+    cfg: &ModelConfig,
+    weights: &Weights,
+    lora: &LoraConfig,
+    seed: u64,
+) -> Result<(LlamaModel, Vec<NamedParam>)> {
+    lora.validate()?;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut adapters = HashMap::new();
+    let mut params = Vec::new();
+    let device = weights
+        .values()
+        .next()
+        .map(|t| t.device().clone())
+        .ok_or_else(|| PolicyError::arg("weights", "empty weight map"))?;
+    for i in 0..cfg.num_hidden_layers {
+        for (path, _) in layer_projection_paths(i) {
+            if !lora.targets(&path) {
+                continue;
             }
-            let empty = HashMap::new();
-            let model = LlamaModel::new(
-                cfg,
-                &ModelParts {
-                    weights: &vars,
-                    adapters: &empty,
-                    frozen_base: false,
-                },
-            )?;
-            Ok((model, params))
-        }
-        Trainable::Lora(lora) => {
-            lora.validate()?;
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let mut adapters = HashMap::new();
-            let mut params = Vec::new();
-            let device = weights
-                .values()
-                .next()
-                .map(|t| t.device().clone())
-                .ok_or_else(|| PolicyError::arg("weights", "empty weight map"))?;
-            for i in 0..cfg.num_hidden_layers {
-                for (path, _) in layer_projection_paths(i) {
-                    if !lora.targets(&path) {
-                        continue;
-                    }
-                    let w = weights.get(&format!("{path}.weight")).ok_or_else(|| {
-                        PolicyError::MissingTensor {
-                            name: format!("{path}.weight"),
-                        }
-                    })?;
-                    let (out, inp) = w.dims2()?;
-                    // PEFT init: A ~ kaiming-uniform(a = √5) = U(-1/√in, 1/√in), B = 0.
-                    let bound = 1.0 / (inp as f32).sqrt();
-                    let a: Vec<f32> = (0..lora.rank * inp)
-                        .map(|_| (rng.random::<f32>() * 2.0 - 1.0) * bound)
-                        .collect();
-                    let a = Var::from_tensor(&Tensor::from_vec(a, (lora.rank, inp), &device)?)?;
-                    let b = Var::zeros((out, lora.rank), DType::F32, &device)?;
-                    adapters.insert(
-                        path.clone(),
-                        LoraAdapter {
-                            a: a.as_tensor().clone(),
-                            b: b.as_tensor().clone(),
-                            scale: lora.scale(),
-                        },
-                    );
-                    params.push(NamedParam {
-                        name: format!("{path}.lora_A.weight"),
-                        var: a,
-                    });
-                    params.push(NamedParam {
-                        name: format!("{path}.lora_B.weight"),
-                        var: b,
-                    });
+            let w = weights.get(&format!("{path}.weight")).ok_or_else(|| {
+                PolicyError::MissingTensor {
+                    name: format!("{path}.weight"),
                 }
-            }
-            let model = LlamaModel::new(
-                cfg,
-                &ModelParts {
-                    weights,
-                    adapters: &adapters,
-                    frozen_base: true,
+            })?;
+            let (out, inp) = w.dims2()?;
+            // PEFT init: A ~ kaiming-uniform(a = √5) = U(-1/√in, 1/√in), B = 0.
+            let bound = 1.0 / (inp as f32).sqrt();
+            let a: Vec<f32> = (0..lora.rank * inp)
+                .map(|_| (rng.random::<f32>() * 2.0 - 1.0) * bound)
+                .collect();
+            let a = Var::from_tensor(&Tensor::from_vec(a, (lora.rank, inp), &device)?)?;
+            let b = Var::zeros((out, lora.rank), DType::F32, &device)?;
+            adapters.insert(
+                path.clone(),
+                LoraAdapter {
+                    a: a.as_tensor().clone(),
+                    b: b.as_tensor().clone(),
+                    scale: lora.scale(),
                 },
-            )?;
-            Ok((model, params))
+            );
+            params.push(NamedParam {
+                name: format!("{path}.lora_A.weight"),
+                var: a,
+            });
+            params.push(NamedParam {
+                name: format!("{path}.lora_B.weight"),
+                var: b,
+            });
         }
     }
+    let model = LlamaModel::new(
+        cfg,
+        &ModelParts {
+            weights,
+            adapters: &adapters,
+            frozen_base: true,
+        },
+    )?;
+    Ok((model, params))
 }
 
 /// The policy being trained (the actor).

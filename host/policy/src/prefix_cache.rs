@@ -237,6 +237,56 @@ pub(crate) struct Plan {
     pub(crate) rows: Vec<(SegId, usize)>,
 }
 
+/// Step 4 of [`PrefixCache::plan`]: among the rows without a segment of their own (`rows`),
+/// those after the same cached part (`cuts`) whose remaining prompts (`rest`) start alike share
+/// that start, at least [`MIN_SHARED`] tokens and one token short of each, as a new segment;
+/// their `parent` and `rest` move past it. Returns the shared segments with their tokens.
+fn share_common_starts(
+    store: &mut SegStore,
+    cuts: &[Option<(SegId, usize)>],
+    rows: &[Option<SegId>],
+    rest: &mut [&[u32]],
+    parent: &mut [Option<(SegId, usize)>],
+) -> Vec<(SegId, Vec<u32>)> {
+    let mut seqs = Vec::new();
+    let mut by_base = std::collections::BTreeMap::<Option<(SegId, usize)>, Vec<usize>>::new();
+    for i in (0..rows.len()).filter(|&i| rows[i].is_none()) {
+        by_base.entry(cuts[i]).or_default().push(i);
+    }
+    for (key, mut members) in by_base {
+        members.sort_by(|&a, &b| rest[a].cmp(rest[b]));
+        let mut start = 0;
+        while start < members.len() {
+            // The longest run from `start` whose common part stays >= MIN_SHARED, each
+            // member keeping one token of its own.
+            let mut common = rest[members[start]].len() - 1;
+            let mut end = start + 1;
+            while end < members.len() {
+                let next = rest[members[end]];
+                let c = lcp(rest[members[end - 1]], next)
+                    .min(common)
+                    .min(next.len() - 1);
+                if c < MIN_SHARED {
+                    break;
+                }
+                common = c;
+                end += 1;
+            }
+            if end - start >= 2 {
+                let shared = rest[members[start]][..common].to_vec();
+                let seg = store.alloc(key, common);
+                for &m in &members[start..end] {
+                    parent[m] = Some((seg, common));
+                    rest[m] = &rest[m][common..];
+                }
+                seqs.push((seg, shared));
+            }
+            start = end;
+        }
+    }
+    seqs
+}
+
 /// Length of the common prefix of two token slices.
 fn lcp(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -349,46 +399,12 @@ impl PrefixCache {
         }
         // 4. Rows after the same cached part whose remaining prompts start alike share that
         // start as a segment of its own (a group's identical first-turn prompts).
-        let mut seqs: Vec<(SegId, Vec<u32>)> = Vec::new();
         let mut parent: Vec<Option<(SegId, usize)>> = cuts.clone();
-        if self.share {
-            let mut by_base =
-                std::collections::BTreeMap::<Option<(SegId, usize)>, Vec<usize>>::new();
-            for i in (0..prompts.len()).filter(|&i| rows[i].is_none()) {
-                by_base.entry(cuts[i]).or_default().push(i);
-            }
-            for (key, mut members) in by_base {
-                members.sort_by(|&a, &b| rest[a].cmp(rest[b]));
-                let mut start = 0;
-                while start < members.len() {
-                    // The longest run from `start` whose common part stays >= MIN_SHARED, each
-                    // member keeping one token of its own.
-                    let mut common = rest[members[start]].len() - 1;
-                    let mut end = start + 1;
-                    while end < members.len() {
-                        let next = rest[members[end]];
-                        let c = lcp(rest[members[end - 1]], next)
-                            .min(common)
-                            .min(next.len() - 1);
-                        if c < MIN_SHARED {
-                            break;
-                        }
-                        common = c;
-                        end += 1;
-                    }
-                    if end - start >= 2 {
-                        let shared = rest[members[start]][..common].to_vec();
-                        let seg = store.alloc(key, common);
-                        for &m in &members[start..end] {
-                            parent[m] = Some((seg, common));
-                            rest[m] = &rest[m][common..];
-                        }
-                        seqs.push((seg, shared));
-                    }
-                    start = end;
-                }
-            }
-        }
+        let mut seqs = if self.share {
+            share_common_starts(store, &cuts, &rows, &mut rest, &mut parent)
+        } else {
+            Vec::new()
+        };
         // 5. The rows' own segments; then the plan's hold on each shared segment ends (its
         // rows hold it now).
         let shared: Vec<SegId> = seqs.iter().map(|q| q.0).collect();

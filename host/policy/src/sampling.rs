@@ -308,13 +308,7 @@ fn decode(
 ) -> Result<Vec<Sample>> {
     let mut out = empty_samples(b);
     let stop_ids = tokenizer.stop_token_ids().to_vec();
-    let mut rngs: Vec<ChaCha8Rng> = (0..b)
-        .map(|i| {
-            let mut r = ChaCha8Rng::seed_from_u64(params.seed);
-            r.set_stream(i as u64);
-            r
-        })
-        .collect();
+    let mut rngs = row_rngs(params.seed, b);
     // Constrained decoding hook ([`crate::constrain`]): one grammar state machine per row.
     let mut guides: Vec<Option<Guide>> = (0..b).map(|_| constraint.map(Guide::new)).collect();
     let mut logits = first; // [n_active, V]
@@ -339,22 +333,16 @@ fn decode(
             let rule = guides[row]
                 .as_mut()
                 .map_or(Next::Free, |g| g.next(remaining));
-            let (tok, lp) = match (&rule, &free) {
-                (Next::Forced(t), _) => (*t, 0.0),
-                (Next::Free, Some((tokens, logprobs))) => (tokens[i], logprobs[i]),
-                (Next::Free | Next::Choice(_), _) => {
-                    let masked;
-                    let logit = match &rule {
-                        Next::Choice(set) => {
-                            masked = mask_logits(&rows[i], set);
-                            &masked
-                        }
-                        _ => &rows[i],
-                    };
-                    let tok = choose(logit, params, &mut rngs[row]);
-                    (tok, log_softmax(logit)[tok as usize])
-                }
-            };
+            let free_pick = free
+                .as_ref()
+                .map(|(tokens, logprobs)| (tokens[i], logprobs[i]));
+            let (tok, lp) = pick_token(
+                &rule,
+                free_pick,
+                rows.get(i).map(Vec::as_slice),
+                params,
+                &mut rngs[row],
+            );
             if let Some(g) = guides[row].as_mut() {
                 g.advance(tok);
             }
@@ -362,17 +350,8 @@ fn decode(
             s.tokens.push(tok);
             s.logprobs.push(lp);
             s.kinds.push(rule.kind());
-            if stop_ids.contains(&tok) {
-                s.finish_reason = FinishReason::Stop;
-                done[row] = true;
-            } else if !params.stop.is_empty() && {
-                let text = tokenizer.decode(&s.tokens, true)?;
-                params.stop.iter().any(|st| text.contains(st.as_str()))
-            } {
-                s.finish_reason = FinishReason::StopString;
-                done[row] = true;
-            } else if s.tokens.len() >= params.max_new_tokens {
-                s.finish_reason = FinishReason::Length;
+            if let Some(reason) = finish_reason(s, &stop_ids, params, tokenizer)? {
+                s.finish_reason = reason;
                 done[row] = true;
             }
             next.push(tok);
@@ -396,6 +375,68 @@ fn decode(
         s.text = tokenizer.decode(&s.tokens, true)?;
     }
     Ok(out)
+}
+
+/// One random stream per row: the seed's ChaCha8 stream `i` for row `i`, so a row's samples do
+/// not depend on the other rows of the batch.
+fn row_rngs(seed: u64, rows: usize) -> Vec<ChaCha8Rng> {
+    (0..rows)
+        .map(|i| {
+            let mut r = ChaCha8Rng::seed_from_u64(seed);
+            r.set_stream(i as u64);
+            r
+        })
+        .collect()
+}
+
+/// One row's token under `rule` and its log-prob: the forced token (log-prob 0), the token
+/// already picked for a free row (`free`), or one chosen on the host from the row's `logits`,
+/// masked to the allowed set of a choice.
+fn pick_token(
+    rule: &Next,
+    free: Option<(u32, f32)>,
+    logits: Option<&[f32]>,
+    params: &SamplingParams,
+    rng: &mut ChaCha8Rng,
+) -> (u32, f32) {
+    match (rule, free) {
+        (Next::Forced(t), _) => (*t, 0.0),
+        (Next::Free, Some(picked)) => picked,
+        (Next::Free | Next::Choice(_), _) => {
+            let logits = logits.expect("constrained rows come with host logits");
+            let masked;
+            let logit = match rule {
+                Next::Choice(set) => {
+                    masked = mask_logits(logits, set);
+                    &masked[..]
+                }
+                _ => logits,
+            };
+            let tok = choose(logit, params, rng);
+            (tok, log_softmax(logit)[tok as usize])
+        }
+    }
+}
+
+/// Why a row stops after its latest token, if it does: a stop token, a stop string in its
+/// text, or the token budget.
+fn finish_reason(
+    s: &Sample,
+    stop_ids: &[u32],
+    params: &SamplingParams,
+    tokenizer: &Tokenizer,
+) -> Result<Option<FinishReason>> {
+    let last = s.tokens.last().copied();
+    if last.is_some_and(|t| stop_ids.contains(&t)) {
+        return Ok(Some(FinishReason::Stop));
+    }
+    if !params.stop.is_empty() {
+        let text = tokenizer.decode(&s.tokens, true)?;
+        if params.stop.iter().any(|st| text.contains(st.as_str())) {
+            return Ok(Some(FinishReason::StopString));
+        }
+    }
+    Ok((s.tokens.len() >= params.max_new_tokens).then_some(FinishReason::Length))
 }
 
 /// Tokens chosen for the active rows and their log-probs.

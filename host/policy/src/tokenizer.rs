@@ -284,27 +284,7 @@ impl Tokenizer {
             .get("tokenizer.ggml.pre")
             .and_then(|v| v.to_string().ok())
             .cloned();
-        let pre_tok: PreTokenizerWrapper = match pre.as_deref() {
-            Some("qwen2") => {
-                let split = Split::new(
-                    SplitPattern::Regex(QWEN2_SPLIT.into()),
-                    SplitDelimiterBehavior::Isolated,
-                    false,
-                )
-                .map_err(PolicyError::tokenizer)?;
-                Sequence::new(vec![
-                    split.into(),
-                    ByteLevel::new(false, false, false).into(),
-                ])
-                .into()
-            }
-            _ => Sequence::new(vec![
-                Digits::new(true).into(),
-                ByteLevel::new(false, true, true).into(),
-            ])
-            .into(),
-        };
-        tok.with_pre_tokenizer(Some(pre_tok));
+        tok.with_pre_tokenizer(Some(gguf_pre_tokenizer(pre.as_deref())?));
         tok.with_decoder(Some(tokenizers::decoders::byte_level::ByteLevel::default()));
         let specials: Vec<AddedToken> = tokens
             .iter()
@@ -513,6 +493,31 @@ impl Tokenizer {
         )
         .map_err(|e| PolicyError::io(&path, e))
     }
+}
+
+/// The pre-tokenizer `tokenizer.ggml.pre` names: `qwen2`'s split regex then byte-level, or
+/// otherwise (`smollm`) single digits then GPT-2 byte-level.
+fn gguf_pre_tokenizer(pre: Option<&str>) -> Result<PreTokenizerWrapper> {
+    Ok(match pre {
+        Some("qwen2") => {
+            let split = Split::new(
+                SplitPattern::Regex(QWEN2_SPLIT.into()),
+                SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(PolicyError::tokenizer)?;
+            Sequence::new(vec![
+                split.into(),
+                ByteLevel::new(false, false, false).into(),
+            ])
+            .into()
+        }
+        _ => Sequence::new(vec![
+            Digits::new(true).into(),
+            ByteLevel::new(false, true, true).into(),
+        ])
+        .into(),
+    })
 }
 
 /// The Qwen2 pre-tokenizer split regex (from Qwen2's `tokenizer.json`).

@@ -300,6 +300,44 @@ fn constrained_samples_always_parse() {
     }
 }
 
+/// Prompts and their constrained samples as a batch to score, the responses' token kinds
+/// attached (prompt tokens free).
+fn scored_batch(prompts: &[Vec<u32>], samples: &[crate::Sample]) -> TokenBatch {
+    let mut seqs = Vec::new();
+    let mut kinds = Vec::new();
+    for (p, s) in prompts.iter().zip(samples) {
+        let ids: Vec<u32> = p.iter().chain(&s.tokens).copied().collect();
+        let mask: Vec<u8> = (0..ids.len()).map(|i| u8::from(i >= p.len())).collect();
+        seqs.push((ids, mask));
+        kinds.push(
+            std::iter::repeat_n(TokenKind::Free, p.len())
+                .chain(s.kinds.iter().cloned())
+                .collect(),
+        );
+    }
+    TokenBatch::right_padded(&seqs, 0)
+        .unwrap()
+        .with_constraints(kinds)
+        .unwrap()
+}
+
+/// 1 at the scored positions ([B, T-1], shifted like the scores) whose token was forced.
+fn forced_positions(batch: &TokenBatch, dims: &[usize]) -> Tensor {
+    let forced: Vec<f32> = batch
+        .kinds
+        .iter()
+        .zip(&batch.loss_mask)
+        .flat_map(|(k, m)| {
+            k[1..]
+                .iter()
+                .zip(&m[1..])
+                .map(|(k, &m)| f32::from(m != 0 && *k == TokenKind::Forced))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    Tensor::from_vec(forced, dims, &candle_core::Device::Cpu).unwrap()
+}
+
 #[test]
 fn first_ppo_ratio_is_one_with_the_mask_and_forced_tokens_have_no_gradient() {
     let m = tiny();
@@ -321,22 +359,7 @@ fn first_ppo_ratio_is_one_with_the_mask_and_forced_tokens_have_no_gradient() {
     };
     let ps = prompts(tok, 6);
     let out = sample_constrained(&policy.sampler(), tok, &ps, &params, Some(&c)).unwrap();
-    let mut seqs = Vec::new();
-    let mut kinds = Vec::new();
-    for (p, s) in ps.iter().zip(&out) {
-        let ids: Vec<u32> = p.iter().chain(&s.tokens).copied().collect();
-        let mask: Vec<u8> = (0..ids.len()).map(|i| u8::from(i >= p.len())).collect();
-        seqs.push((ids, mask));
-        kinds.push(
-            std::iter::repeat_n(TokenKind::Free, p.len())
-                .chain(s.kinds.iter().cloned())
-                .collect(),
-        );
-    }
-    let batch = TokenBatch::right_padded(&seqs, 0)
-        .unwrap()
-        .with_constraints(kinds)
-        .unwrap();
+    let batch = scored_batch(&ps, &out);
     let scores = score(policy.model(), &batch).unwrap();
     let lp: Vec<Vec<f32>> = scores.logprobs.to_vec2().unwrap();
     let ent: Vec<Vec<f32>> = scores.entropy.to_vec2().unwrap();
@@ -370,20 +393,7 @@ fn first_ppo_ratio_is_one_with_the_mask_and_forced_tokens_have_no_gradient() {
         "{n_free} {n_forced} {n_choice}"
     );
     // The forced positions' log-probs have no gradient: d(sum over forced positions)/dθ = 0.
-    let forced: Vec<f32> = batch
-        .kinds
-        .iter()
-        .zip(&batch.loss_mask)
-        .flat_map(|(k, m)| {
-            k[1..]
-                .iter()
-                .zip(&m[1..])
-                .map(|(k, &m)| f32::from(m != 0 && *k == TokenKind::Forced))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    let forced =
-        Tensor::from_vec(forced, scores.logprobs.dims(), &candle_core::Device::Cpu).unwrap();
+    let forced = forced_positions(&batch, scores.logprobs.dims());
     let loss = (&scores.logprobs * &forced).unwrap().sum_all().unwrap();
     let grads = loss.backward().unwrap();
     let mut checked = 0;

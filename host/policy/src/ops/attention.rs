@@ -88,6 +88,74 @@ impl Attention {
         }
         p
     }
+
+    /// The gradients of task `item` = (row `bi`, kv head `g`): the dq blocks of its `rep` query
+    /// heads and its dk, dv blocks, each [t or tk, hd]. `x` holds q, k, v and dout.
+    fn group_grads(&self, d: Dims, x: [&[f32]; 4], item: usize) -> GroupGrads {
+        let [q, k, v, dout] = x;
+        let rep = d.h / d.kv;
+        let (bi, g) = (item / d.kv, item % d.kv);
+        let off_kv = (bi * d.tk * d.kv + g) * d.hd;
+        let km = Mat::rows(&k[off_kv..], d.tk, d.hd, d.kv * d.hd);
+        let vm = Mat::rows(&v[off_kv..], d.tk, d.hd, d.kv * d.hd);
+        let mut dq = zeros(rep * d.t * d.hd);
+        let mut dk = zeros(d.tk * d.hd);
+        let mut dv = zeros(d.tk * d.hd);
+        let mut dp = zeros(d.t * d.tk);
+        for r in 0..rep {
+            let hi = g * rep + r;
+            let off_q = (bi * d.t * d.h + hi) * d.hd;
+            let qm = Mat::rows(&q[off_q..], d.t, d.hd, d.h * d.hd);
+            let dom = Mat::rows(&dout[off_q..], d.t, d.hd, d.h * d.hd);
+            let p = self.probs(d, q, k, bi, hi);
+            let pm = Mat::rows(&p, d.t, d.tk, d.tk);
+            // dV += Pᵀ dO
+            gemm(&mut dv, d.hd, pm.t(), dom, 1.0, true, 1);
+            // dP = dO Vᵀ; dS = P ∘ (dP − rowsum(dP ∘ P))
+            gemm(&mut dp, d.tk, dom, vm.t(), 1.0, false, 1);
+            for (dprow, prow) in dp.chunks_mut(d.tk).zip(p.chunks(d.tk)) {
+                let dot: f32 = dprow.iter().zip(prow).map(|(a, b)| a * b).sum();
+                for (x, pv) in dprow.iter_mut().zip(prow) {
+                    *x = pv * (*x - dot);
+                }
+            }
+            let dsm = Mat::rows(&dp, d.t, d.tk, d.tk);
+            // dQ = scale · dS K; dK += scale · dSᵀ Q
+            let dqh = &mut dq[r * d.t * d.hd..(r + 1) * d.t * d.hd];
+            gemm(dqh, d.hd, dsm, km, self.scale, false, 1);
+            gemm(&mut dk, d.hd, dsm.t(), qm, self.scale, true, 1);
+        }
+        (dq, dk, dv)
+    }
+}
+
+/// One backward task's gradient blocks: dq of its query heads, dk and dv of its kv head.
+type GroupGrads = (Vec<f32>, Vec<f32>, Vec<f32>);
+
+/// The tasks' gradient blocks written into dq [B, T, H, hd] and dk, dv [B, Tk, KV, hd].
+fn scatter_grads(d: Dims, parts: &[GroupGrads]) -> GroupGrads {
+    let rep = d.h / d.kv;
+    let mut dq = zeros(d.b * d.t * d.h * d.hd);
+    let mut dk = zeros(d.b * d.tk * d.kv * d.hd);
+    let mut dv = zeros(d.b * d.tk * d.kv * d.hd);
+    for (item, (pq, pk, pv)) in parts.iter().enumerate() {
+        let (bi, g) = (item / d.kv, item % d.kv);
+        for r in 0..rep {
+            let hi = g * rep + r;
+            for ti in 0..d.t {
+                let dst = ((bi * d.t + ti) * d.h + hi) * d.hd;
+                let src = (r * d.t + ti) * d.hd;
+                dq[dst..dst + d.hd].copy_from_slice(&pq[src..src + d.hd]);
+            }
+        }
+        for ti in 0..d.tk {
+            let dst = ((bi * d.tk + ti) * d.kv + g) * d.hd;
+            let src = ti * d.hd;
+            dk[dst..dst + d.hd].copy_from_slice(&pk[src..src + d.hd]);
+            dv[dst..dst + d.hd].copy_from_slice(&pv[src..src + d.hd]);
+        }
+    }
+    (dq, dk, dv)
 }
 
 impl CustomOp3 for Attention {
@@ -154,73 +222,17 @@ impl CustomOp3 for Attention {
         dout: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let d = self.dims(q.shape(), k.shape(), v.shape())?;
-        let rep = d.h / d.kv;
         let name = self.name();
         let (dq, dk, dv) = with_slice(q, name, |q| {
             with_slice(k, name, |k| {
                 with_slice(v, name, |v| {
                     with_slice(dout, name, |dout| {
-                        // One task per (row, kv head): its rep query heads' dq blocks and its
-                        // dk, dv blocks, all [t or tk, hd].
-                        let parts: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = (0..d.b * d.kv)
+                        // One task per (row, kv head).
+                        let parts: Vec<GroupGrads> = (0..d.b * d.kv)
                             .into_par_iter()
-                            .map(|item| {
-                                let (bi, g) = (item / d.kv, item % d.kv);
-                                let off_kv = (bi * d.tk * d.kv + g) * d.hd;
-                                let km = Mat::rows(&k[off_kv..], d.tk, d.hd, d.kv * d.hd);
-                                let vm = Mat::rows(&v[off_kv..], d.tk, d.hd, d.kv * d.hd);
-                                let mut dq = zeros(rep * d.t * d.hd);
-                                let mut dk = zeros(d.tk * d.hd);
-                                let mut dv = zeros(d.tk * d.hd);
-                                let mut dp = zeros(d.t * d.tk);
-                                for r in 0..rep {
-                                    let hi = g * rep + r;
-                                    let off_q = (bi * d.t * d.h + hi) * d.hd;
-                                    let qm = Mat::rows(&q[off_q..], d.t, d.hd, d.h * d.hd);
-                                    let dom = Mat::rows(&dout[off_q..], d.t, d.hd, d.h * d.hd);
-                                    let p = self.probs(d, q, k, bi, hi);
-                                    let pm = Mat::rows(&p, d.t, d.tk, d.tk);
-                                    // dV += Pᵀ dO
-                                    gemm(&mut dv, d.hd, pm.t(), dom, 1.0, true, 1);
-                                    // dP = dO Vᵀ; dS = P ∘ (dP − rowsum(dP ∘ P))
-                                    gemm(&mut dp, d.tk, dom, vm.t(), 1.0, false, 1);
-                                    for (dprow, prow) in dp.chunks_mut(d.tk).zip(p.chunks(d.tk)) {
-                                        let dot: f32 =
-                                            dprow.iter().zip(prow).map(|(a, b)| a * b).sum();
-                                        for (x, pv) in dprow.iter_mut().zip(prow) {
-                                            *x = pv * (*x - dot);
-                                        }
-                                    }
-                                    let dsm = Mat::rows(&dp, d.t, d.tk, d.tk);
-                                    // dQ = scale · dS K; dK += scale · dSᵀ Q
-                                    let dqh = &mut dq[r * d.t * d.hd..(r + 1) * d.t * d.hd];
-                                    gemm(dqh, d.hd, dsm, km, self.scale, false, 1);
-                                    gemm(&mut dk, d.hd, dsm.t(), qm, self.scale, true, 1);
-                                }
-                                (dq, dk, dv)
-                            })
+                            .map(|item| self.group_grads(d, [q, k, v, dout], item))
                             .collect();
-                        let mut dq = zeros(q.len());
-                        let mut dk = zeros(k.len());
-                        let mut dv = zeros(v.len());
-                        for (item, (pq, pk, pv)) in parts.iter().enumerate() {
-                            let (bi, g) = (item / d.kv, item % d.kv);
-                            for r in 0..rep {
-                                let hi = g * rep + r;
-                                for ti in 0..d.t {
-                                    let dst = ((bi * d.t + ti) * d.h + hi) * d.hd;
-                                    let src = (r * d.t + ti) * d.hd;
-                                    dq[dst..dst + d.hd].copy_from_slice(&pq[src..src + d.hd]);
-                                }
-                            }
-                            for ti in 0..d.tk {
-                                let dst = ((bi * d.tk + ti) * d.kv + g) * d.hd;
-                                let src = ti * d.hd;
-                                dk[dst..dst + d.hd].copy_from_slice(&pk[src..src + d.hd]);
-                                dv[dst..dst + d.hd].copy_from_slice(&pv[src..src + d.hd]);
-                            }
-                        }
-                        (dq, dk, dv)
+                        scatter_grads(d, &parts)
                     })
                 })
             })

@@ -26,6 +26,44 @@ fn train_steps(policy: &Policy, opt: &mut AdamW, n: usize) {
     }
 }
 
+/// One critic step on the mean squared value over the tiny batch.
+fn critic_step(critic: &Critic, opt: &mut AdamW, lr: f64) {
+    let v = critic.values(&tiny_batch()).unwrap();
+    let g = ParamGrads::from_store(
+        v.sqr().unwrap().mean_all().unwrap().backward().unwrap(),
+        critic.params(),
+    );
+    opt.step(&g, lr).unwrap();
+}
+
+/// Save the policy, the critic and both optimisers with `state` at `ckpt`.
+fn save(
+    ckpt: &std::path::Path,
+    (policy, opt): (&Policy, &AdamW),
+    (critic, copt): (&Critic, &AdamW),
+    state: &serde_json::Value,
+) {
+    save_checkpoint(
+        ckpt,
+        &CheckpointParts {
+            policy,
+            policy_optimizer: Some(opt),
+            critic: Some(critic),
+            critic_optimizer: Some(copt),
+            trainer_state: state,
+        },
+    )
+    .unwrap();
+}
+
+/// The critic of a checkpoint, the way the trainer resumes it.
+fn resume_critic(ckpt: &std::path::Path, trainable: &Trainable, seed: u64) -> Critic {
+    let cl = load_on(&critic_dir(ckpt), &Device::Cpu).unwrap();
+    let critic = Critic::new(&cl, trainable.clone(), seed).unwrap();
+    critic.load_trainable(&critic_dir(ckpt)).unwrap();
+    critic
+}
+
 #[test]
 fn checkpoint_round_trip_continues_exactly() {
     for trainable in [
@@ -56,37 +94,12 @@ fn checkpoint_round_trip_continues_exactly() {
         )
         .unwrap();
         for _ in 0..2 {
-            let v = critic.values(&tiny_batch()).unwrap();
-            let g = ParamGrads::from_store(
-                v.sqr().unwrap().mean_all().unwrap().backward().unwrap(),
-                critic.params(),
-            );
-            copt.step(&g, 1e-2).unwrap();
+            critic_step(&critic, &mut copt, 1e-2);
         }
         let values: Vec<Vec<f32>> = critic.values(&tiny_batch()).unwrap().to_vec2().unwrap();
-        save_checkpoint(
-            &ckpt,
-            &CheckpointParts {
-                policy: &policy,
-                policy_optimizer: Some(&opt),
-                critic: Some(&critic),
-                critic_optimizer: Some(&copt),
-                trainer_state: &state,
-            },
-        )
-        .unwrap();
+        save(&ckpt, (&policy, &opt), (&critic, &copt), &state);
         // Saving again replaces atomically.
-        save_checkpoint(
-            &ckpt,
-            &CheckpointParts {
-                policy: &policy,
-                policy_optimizer: Some(&opt),
-                critic: Some(&critic),
-                critic_optimizer: Some(&copt),
-                trainer_state: &state,
-            },
-        )
-        .unwrap();
+        save(&ckpt, (&policy, &opt), (&critic, &copt), &state);
         assert!(!dir.path().join("ckpt.tmp").exists() && !dir.path().join("ckpt.old").exists());
         train_steps(&policy, &mut opt, 2);
         let never_stopped = params_bits(policy.params());
@@ -103,9 +116,7 @@ fn checkpoint_round_trip_continues_exactly() {
             "{trainable:?}"
         );
         // The critic comes back the way the trainer resumes it.
-        let cl = load_on(&critic_dir(&ckpt), &Device::Cpu).unwrap();
-        let critic2 = Critic::new(&cl, trainable.clone(), 99).unwrap();
-        critic2.load_trainable(&critic_dir(&ckpt)).unwrap();
+        let critic2 = resume_critic(&ckpt, &trainable, 99);
         let mut copt2 = AdamW::new(critic2.params(), AdamWConfig::default()).unwrap();
         copt2.load(&critic_dir(&ckpt)).unwrap();
         assert_eq!(copt2.step_count(), 2);
@@ -158,54 +169,12 @@ fn checkpoint_written_in_bf16_compute_resumes_in_f32_and_back() {
     let g = ParamGrads::from_store(loss.backward().unwrap(), policy.params());
     opt.step(&g, 1e-6).unwrap();
     let after = params_bits(policy.params());
-    let flat = |bits: &[Vec<u32>]| -> Vec<f32> {
-        bits.iter().flatten().map(|b| f32::from_bits(*b)).collect()
-    };
-    let (b, a) = (flat(&before), flat(&after));
-    let (b16, a16) = (round_to_bf16(&b), round_to_bf16(&a));
-    let total = b.len();
-    let moved = (0..total).filter(|&i| a[i] != b[i]).count();
-    let lost_in_bf16 = (0..total)
-        .filter(|&i| a[i] != b[i] && a16[i] == b16[i])
-        .count();
-    // Everything with a gradient moves (embedding rows of unused tokens do not).
-    assert!(moved * 2 > total, "{moved} of {total} weights moved");
-    assert!(
-        lost_in_bf16 * 10 > moved * 9,
-        "a bf16 master copy would keep {} of {moved} updates",
-        moved - lost_in_bf16
-    );
+    assert_update_kept_only_in_f32(&before, &after);
     let mut copt = AdamW::new(critic.params(), AdamWConfig::default()).unwrap();
-    let v = critic.values(&tiny_batch()).unwrap();
-    let cg = ParamGrads::from_store(
-        v.sqr().unwrap().mean_all().unwrap().backward().unwrap(),
-        critic.params(),
-    );
-    copt.step(&cg, 1e-3).unwrap();
+    critic_step(&critic, &mut copt, 1e-3);
     let state = serde_json::json!({ "iteration": 1 });
-    save_checkpoint(
-        &ckpt,
-        &CheckpointParts {
-            policy: &policy,
-            policy_optimizer: Some(&opt),
-            critic: Some(&critic),
-            critic_optimizer: Some(&copt),
-            trainer_state: &state,
-        },
-    )
-    .unwrap();
-    for sub in [policy_dir(&ckpt), critic_dir(&ckpt)] {
-        for file in ["model.safetensors", "optimizer.safetensors"] {
-            let tensors = candle_core::safetensors::load(sub.join(file), &Device::Cpu).unwrap();
-            for (name, t) in &tensors {
-                assert_eq!(t.dtype(), DType::F32, "{file} {name}");
-            }
-        }
-        let cfg: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(sub.join("config.json")).unwrap())
-                .unwrap();
-        assert_eq!(cfg["torch_dtype"], "float32");
-    }
+    save(&ckpt, (&policy, &opt), (&critic, &copt), &state);
+    assert_f32_on_disk(&ckpt);
 
     let resumed = Policy::from_pretrained_on(&policy_dir(&ckpt), 0, &Device::Cpu).unwrap();
     assert_eq!(resumed.model().compute_dtype(), DType::F32);
@@ -246,8 +215,45 @@ fn checkpoint_written_in_bf16_compute_resumes_in_f32_and_back() {
     );
     step(&resumed, &mut opt2);
 
-    let cl = load_on(&critic_dir(&ckpt), &Device::Cpu).unwrap();
-    let critic2 = Critic::new(&cl, Trainable::Full, 5).unwrap();
-    critic2.load_trainable(&critic_dir(&ckpt)).unwrap();
+    let critic2 = resume_critic(&ckpt, &Trainable::Full, 5);
     assert_eq!(params_bits(critic2.params()), params_bits(critic.params()));
+}
+
+/// An update (weights as bits, `before` and `after`) moved most weights, and nine in ten of the
+/// moves are smaller than bf16's resolution: only f32 master weights keep them.
+fn assert_update_kept_only_in_f32(before: &[Vec<u32>], after: &[Vec<u32>]) {
+    let flat = |bits: &[Vec<u32>]| -> Vec<f32> {
+        bits.iter().flatten().map(|b| f32::from_bits(*b)).collect()
+    };
+    let (b, a) = (flat(before), flat(after));
+    let (b16, a16) = (round_to_bf16(&b), round_to_bf16(&a));
+    let total = b.len();
+    let moved = (0..total).filter(|&i| a[i] != b[i]).count();
+    let lost_in_bf16 = (0..total)
+        .filter(|&i| a[i] != b[i] && a16[i] == b16[i])
+        .count();
+    // Everything with a gradient moves (embedding rows of unused tokens do not).
+    assert!(moved * 2 > total, "{moved} of {total} weights moved");
+    assert!(
+        lost_in_bf16 * 10 > moved * 9,
+        "a bf16 master copy would keep {} of {moved} updates",
+        moved - lost_in_bf16
+    );
+}
+
+/// Every weight and optimiser tensor of the checkpoint's policy and critic is f32, and their
+/// configs say `float32`.
+fn assert_f32_on_disk(ckpt: &std::path::Path) {
+    for sub in [policy_dir(ckpt), critic_dir(ckpt)] {
+        for file in ["model.safetensors", "optimizer.safetensors"] {
+            let tensors = candle_core::safetensors::load(sub.join(file), &Device::Cpu).unwrap();
+            for (name, t) in &tensors {
+                assert_eq!(t.dtype(), DType::F32, "{file} {name}");
+            }
+        }
+        let cfg: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(sub.join("config.json")).unwrap())
+                .unwrap();
+        assert_eq!(cfg["torch_dtype"], "float32");
+    }
 }
