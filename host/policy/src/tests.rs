@@ -104,3 +104,26 @@ fn scalar(t: &Tensor) -> f32 {
 fn max_abs(t: &Tensor) -> f32 {
     scalar(&t.abs().unwrap().flatten_all().unwrap().max(0).unwrap())
 }
+
+/// AdamW with its defaults but the learning rate `lr`.
+fn adamw(params: &[NamedParam], lr: f64) -> AdamW {
+    AdamW::new(
+        params,
+        AdamWConfig {
+            lr,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Every LoRA B of `policy` set to `value(i)` at flat index `i` (B starts at zero, which leaves
+/// A without a gradient).
+fn set_lora_b(policy: &Policy, value: impl Fn(usize) -> f32) {
+    for p in policy.params().iter().filter(|p| p.name.contains("lora_B")) {
+        let v: Vec<f32> = (0..p.var.elem_count()).map(&value).collect();
+        p.var
+            .set(&Tensor::from_vec(v, p.var.shape(), &Device::Cpu).unwrap())
+            .unwrap();
+    }
+}

@@ -85,14 +85,7 @@ fn checkpoint_round_trip_continues_exactly() {
         let state = serde_json::json!({ "iteration": 2, "rng": RngState::capture(&rng) });
         // A critic trained one step, saved alongside.
         let critic = Critic::new(&loaded, trainable.clone(), 2).unwrap();
-        let mut copt = AdamW::new(
-            critic.params(),
-            AdamWConfig {
-                lr: 1e-2,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let mut copt = adamw(critic.params(), 1e-2);
         for _ in 0..2 {
             critic_step(&critic, &mut copt, 1e-2);
         }

@@ -12,15 +12,7 @@ fn fused_model_equals_composed_model() {
         for trainable in [Trainable::Full, Trainable::Lora(LoraConfig::default())] {
             let policy = Policy::new(&loaded, trainable.clone(), 3).unwrap();
             // Non-zero B so LoRA gradients reach A too.
-            for p in policy.params() {
-                if p.name.contains("lora_B") {
-                    let n = p.var.elem_count();
-                    let v: Vec<f32> = (0..n).map(|i| ((i % 7) as f32 - 3.0) * 0.01).collect();
-                    p.var
-                        .set(&Tensor::from_vec(v, p.var.shape(), &Device::Cpu).unwrap())
-                        .unwrap();
-                }
-            }
+            set_lora_b(&policy, |i| ((i % 7) as f32 - 3.0) * 0.01);
             let batch = tiny_batch();
             let run = |fused: bool| {
                 let m = policy.model().with_fused(fused);

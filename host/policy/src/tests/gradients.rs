@@ -96,14 +96,7 @@ fn gradients_match_finite_differences() {
 fn loss_falls_on_a_fixed_batch() {
     let loaded = tiny_loaded(tiny_cfg(), 3);
     let policy = Policy::new(&loaded, Trainable::Full, 0).unwrap();
-    let mut opt = AdamW::new(
-        policy.params(),
-        AdamWConfig {
-            lr: 1e-2,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let mut opt = adamw(policy.params(), 1e-2);
     let batch = tiny_batch();
     let mut losses = vec![];
     for _ in 0..6 {

@@ -10,15 +10,7 @@ fn gradient_checkpointing_gives_the_same_gradients() {
         let loaded = tiny_loaded(cfg, 31);
         for trainable in [Trainable::Full, Trainable::Lora(LoraConfig::default())] {
             let mut policy = Policy::new(&loaded, trainable.clone(), 4).unwrap();
-            for p in policy.params() {
-                if p.name.contains("lora_B") {
-                    let n = p.var.elem_count();
-                    let v: Vec<f32> = (0..n).map(|i| ((i % 5) as f32 - 2.0) * 0.02).collect();
-                    p.var
-                        .set(&Tensor::from_vec(v, p.var.shape(), &Device::Cpu).unwrap())
-                        .unwrap();
-                }
-            }
+            set_lora_b(&policy, |i| ((i % 5) as f32 - 2.0) * 0.02);
             let batch = tiny_batch();
             let mut run = |on: bool| {
                 policy.set_gradient_checkpointing(on);
