@@ -11,37 +11,21 @@ use ragen_gym_cli::shared::plugins::load;
 use ragen_gym_cli::shared::sandbox::SandboxArgs;
 use ragen_gym_core::{Env, EnvCallError};
 use ragen_gym_sandbox::WasmEnv;
+use ragen_gym_starpo::testing::ScriptedGenerator;
 use ragen_gym_starpo::{
-    CharTokenizer, EnvPool, GenerateError, Generation, GenerationParams, Generator, Reporter,
-    RolloutParams, RunDir, Split, Tokenize, TrainEvent, evaluate_with,
+    EnvPool, Generation, Reporter, RolloutParams, RunDir, Split, TrainEvent, evaluate_with,
 };
 use std::process::ExitCode;
 
-/// Answers with a fixed cycle of two Sokoban moves per turn.
-struct Scripted(usize);
-
-impl Generator for Scripted {
-    fn tokenizer(&self) -> &dyn Tokenize {
-        &CharTokenizer
-    }
-    fn generate(
-        &mut self,
-        prompts: &[Vec<u32>],
-        _: &GenerationParams,
-    ) -> Result<Vec<Generation>, GenerateError> {
-        const MOVES: [&str; 4] = ["Up", "Right", "Down", "Left"];
-        Ok(prompts
-            .iter()
-            .map(|_| {
-                self.0 += 1;
-                Generation::text(format!(
-                    "</think><answer>{} || {}</answer>",
-                    MOVES[self.0 % 4],
-                    MOVES[(self.0 / 4) % 4]
-                ))
-            })
-            .collect())
-    }
+/// Answer `k` (0-based) of a fixed cycle of two Sokoban moves per turn.
+fn moves(k: usize) -> Generation {
+    const MOVES: [&str; 4] = ["Up", "Right", "Down", "Left"];
+    let n = k + 1;
+    Generation::text(format!(
+        "</think><answer>{} || {}</answer>",
+        MOVES[n % 4],
+        MOVES[(n / 4) % 4]
+    ))
 }
 
 fn record_run(dir: &std::path::Path) {
@@ -64,7 +48,14 @@ fn record_run(dir: &std::path::Path) {
         .unwrap();
     let mut pool = EnvPool::new(envs);
     let p = RolloutParams::from_config(&cfg, pool.spec(), 0.0, 0);
-    let r = evaluate_with(&cfg, &mut Scripted(0), &p, &mut pool, &mut |_| {}).unwrap();
+    let r = evaluate_with(
+        &cfg,
+        &mut ScriptedGenerator::new(moves),
+        &p,
+        &mut pool,
+        &mut |_| {},
+    )
+    .unwrap();
     assert!(r.trajectories.iter().all(|t| !t.turns.is_empty()));
     let env = EnvSource {
         plugin: "sokoban".into(),

@@ -704,6 +704,7 @@ fn reward_function_plugin_scores_under_limits() {
         format_penalty: false,
         info: vec![],
         steps: vec![],
+        sampled: None,
     };
     let traj = Trajectory {
         env_id: "ragen/Sokoban-v0".into(),

@@ -6,11 +6,12 @@ use ragen_gym_builtins::Builtin;
 use ragen_gym_cli::report::Reporters;
 use ragen_gym_cli::report::jsonl::{EnvSource, JsonlReporter};
 use ragen_gym_cli::report::tensorboard::{TensorBoardReporter, event_files, read_events, scalars};
-use ragen_gym_starpo::prompt::{CharTokenizer, PromptConfig, Tokenize, env_prefix};
+use ragen_gym_starpo::prompt::{PromptConfig, env_prefix};
 use ragen_gym_starpo::seeds::group_seeds;
+use ragen_gym_starpo::testing::ScriptedGenerator;
 use ragen_gym_starpo::{
-    ConfigBuilder, EnvPool, EnvPreset, GenerateError, Generation, GenerationParams, Generator,
-    Profile, RolloutParams, RunDir, TrainSetup, Trainer, rollout,
+    ConfigBuilder, EnvPool, EnvPreset, GenerationParams, Profile, RolloutParams, RunDir,
+    TrainSetup, Trainer, rollout,
 };
 
 fn bandit() -> &'static Builtin {
@@ -27,22 +28,6 @@ fn bandit_preset() -> EnvPreset<'static> {
 
 fn native_bandit() -> ragen_gym_builtins::NativeConstructor {
     bandit().native.expect("bandit builds natively")
-}
-
-/// Always answers `answer` after the forced `<think>`.
-struct Fixed(&'static str);
-
-impl Generator for Fixed {
-    fn tokenizer(&self) -> &dyn Tokenize {
-        &CharTokenizer
-    }
-    fn generate(
-        &mut self,
-        prompts: &[Vec<u32>],
-        _: &GenerationParams,
-    ) -> Result<Vec<Generation>, GenerateError> {
-        Ok(prompts.iter().map(|_| Generation::text(self.0)).collect())
-    }
 }
 
 fn bandit_pool(n: usize) -> EnvPool {
@@ -90,12 +75,11 @@ fn bandit_rollout_success_is_picking_the_high_arm() {
     let t = rollout(
         &mut pool,
         &seeds,
-        &mut Fixed("risky</think><answer>dragon</answer>"),
+        &mut ScriptedGenerator::fixed("risky</think><answer>dragon</answer>"),
         &params(),
         &mut |_| {},
     )
-    .unwrap()
-    .trajectories;
+    .unwrap();
     assert_eq!(t.len(), 8);
     for x in &t {
         assert!(x.success, "{x:?}");
@@ -113,12 +97,11 @@ fn bandit_rollout_success_is_picking_the_high_arm() {
     let t = rollout(
         &mut pool,
         &seeds[..2],
-        &mut Fixed("safe</think><answer>Phoenix</answer>"),
+        &mut ScriptedGenerator::fixed("safe</think><answer>Phoenix</answer>"),
         &params(),
         &mut |_| {},
     )
-    .unwrap()
-    .trajectories;
+    .unwrap();
     assert!(
         t.iter()
             .all(|x| !x.success && (x.score() - 0.1).abs() < 1e-12)

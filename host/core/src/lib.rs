@@ -6,8 +6,9 @@
 //!   `WasmEnv` and by [`NativeEnv`]), with its counters [`EnvStats`] and its error
 //!   [`EnvCallError`];
 //! - [`PluginFailure`], a typed trap or broken sandbox rule, with the plugin's identity;
-//! - [`Trajectory`], [`Turn`] and [`Step`], what a rollout records, and
-//!   [`replay_trajectory`], which re-runs one against an env and finds the first difference;
+//! - [`Trajectory`], [`Turn`] and [`Step`], what a rollout records (with the [`TokenTrace`] of
+//!   a response sampled under constrained decoding), and [`replay_trajectory`], which re-runs
+//!   one against an env and finds the first difference;
 //! - [`RewardFunction`], what scores a trajectory;
 //! - the plugin [`Manifest`] and the interface version rule ([`version`]);
 //! - [`check_env`], the conformance checker every plugin runs through.
@@ -26,6 +27,7 @@ pub mod manifest;
 pub mod replay;
 pub mod reward;
 pub mod rng;
+pub mod trace;
 pub mod trajectory;
 pub mod version;
 
@@ -40,5 +42,6 @@ pub use ragen_gym_sdk::{
 pub use replay::{Divergence, replay_trajectory};
 pub use reward::{RewardError, RewardFunction};
 pub use rng::splitmix64;
+pub use trace::{TokenOrigin, TokenTrace};
 pub use trajectory::{Step, Trajectory, Turn};
 pub use version::{INTERFACE_VERSION, InterfaceMismatch, check_interface_version};

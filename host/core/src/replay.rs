@@ -293,6 +293,7 @@ mod tests {
                 format_penalty: false,
                 info: vec![],
                 steps: vec![],
+                sampled: None,
             };
             for a in *actions {
                 let r = env.step(a).unwrap();

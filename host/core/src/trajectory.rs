@@ -3,6 +3,7 @@
 //! (`wit/types.wit`) plus RAGEN's per-env status (`ragen/llm_agent/es_manager.py`, `EnvStatus`).
 //! [`From`] gives the WIT form handed to reward-function plugins.
 
+use crate::trace::TokenTrace;
 use ragen_gym_sdk::{Metric, StepResult};
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +46,11 @@ pub struct Turn {
     /// Every env step of the turn, in order (empty in files written before step records).
     #[serde(default)]
     pub steps: Vec<Step>,
+    /// The response's exact tokens when it was sampled under constrained decoding, else `None`
+    /// (RAGEN re-tokenises the text). Kept in memory for the training batch, not written to
+    /// `trajectories.jsonl`.
+    #[serde(skip)]
+    pub sampled: Option<TokenTrace>,
 }
 
 /// One finished trajectory.
@@ -148,6 +154,7 @@ mod tests {
             format_penalty: !valid,
             info: vec![Metric::new("boxes_on_target", 1.0)],
             steps: Vec::new(),
+            sampled: None,
         }
     }
 

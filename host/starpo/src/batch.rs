@@ -19,7 +19,7 @@
 //! TWOSOME, arXiv 2401.14151 §4.2, normalises away).
 
 use crate::prompt::{
-    PromptConfig, Role, TokenOrigin, TokenTrace, Tokenize, TokenizeError, encode_sampled,
+    Message, PromptConfig, Role, TokenOrigin, Tokenize, TokenizeError, encode_sampled,
     training_messages, turn_views,
 };
 use ragen_gym_core::Trajectory;
@@ -57,14 +57,14 @@ impl TrainSample {
 /// Build the sample of one trajectory. `score` is the (possibly normalised) trajectory score.
 /// With `use_turn_scores`, each turn's env reward goes on the position predicting that assistant
 /// segment's last token (RAGEN: the `\n` after `<|im_end|>`), and `score - sum(turn rewards)`
-/// (reward functions) on the last position. `traces` holds the exact tokens of each turn's
-/// response when it was sampled under constrained decoding (empty: RAGEN's re-tokenised text).
-/// Returns `None` when the trajectory has no answered turn (nothing to train on).
+/// (reward functions) on the last position. A turn sampled under constrained decoding
+/// contributes its exact tokens ([`ragen_gym_core::Turn::sampled`]); others RAGEN's
+/// re-tokenised text. Returns `None` when the trajectory has no answered turn (nothing to train
+/// on).
 pub fn build_sample(
     tok: &dyn Tokenize,
     prompt: &PromptConfig,
     traj: &Trajectory,
-    traces: &[TokenTrace],
     index: usize,
     score: f64,
     use_turn_scores: bool,
@@ -72,71 +72,20 @@ pub fn build_sample(
     if traj.turns.is_empty() {
         return Ok(None);
     }
-    let mut views = turn_views(&traj.turns);
-    for (v, t) in views.iter_mut().zip(traces) {
-        v.sampled = Some(t.clone());
-    }
-    let messages = training_messages(prompt, &views);
-    let mut ids = Vec::new();
-    let mut assistant = Vec::new();
-    // The origin and sampler log-prob of every token of a sampled response (None elsewhere).
-    let mut origins: Vec<Option<(TokenOrigin, f32)>> = Vec::new();
-    let mut ends = Vec::new();
-    for m in &messages {
-        let is_assistant = m.role == Role::Assistant;
-        let (t, o) = match &m.sampled {
-            Some(body) => {
-                let seg = encode_sampled(tok, body)?;
-                (seg.ids, seg.tokens.into_iter().map(Some).collect())
-            }
-            None => {
-                let t = tok.encode_message(m)?;
-                let n = t.len();
-                (t, vec![None; n])
-            }
-        };
-        assistant.extend(std::iter::repeat_n(is_assistant, t.len()));
-        origins.extend(o);
-        ids.extend(t);
-        if is_assistant {
-            ends.push(ids.len());
-        }
-    }
-    let l = ids.len();
+    let seq = Sequence::encode(tok, &training_messages(prompt, &turn_views(&traj.turns)))?;
+    let l = seq.ids.len();
     if l < 2 {
         return Ok(None);
     }
-    let sampled = !traces.is_empty();
-    let mut choices = Vec::new();
-    let loss_mask: Vec<f32> = (0..l - 1)
-        .map(|j| {
-            let trained = if sampled {
-                match &origins[j + 1] {
-                    Some((TokenOrigin::Choice(set), _)) => {
-                        choices.push((j, set.clone()));
-                        true
-                    }
-                    Some((o, _)) => o.is_chosen(),
-                    None => false,
-                }
-            } else {
-                assistant[j]
-            };
-            if trained { 1.0 } else { 0.0 }
-        })
-        .collect();
-    let rollout_logp = if sampled {
-        origins[1..]
-            .iter()
-            .map(|o| o.as_ref().map_or(0.0, |(_, lp)| *lp))
-            .collect()
+    let trained = if traj.turns.iter().any(|t| t.sampled.is_some()) {
+        seq.chosen_positions()
     } else {
-        Vec::new()
+        seq.assistant_positions()
     };
     let mut token_rewards = vec![0.0f32; l - 1];
     if use_turn_scores {
         let mut turn_sum = 0.0;
-        for (turn, end) in traj.turns.iter().zip(&ends) {
+        for (turn, end) in traj.turns.iter().zip(&seq.ends) {
             token_rewards[end.saturating_sub(2).min(l - 2)] += turn.env_reward as f32;
             turn_sum += turn.env_reward;
         }
@@ -145,25 +94,117 @@ pub fn build_sample(
         token_rewards[l - 2] = score as f32;
     }
     Ok(Some(TrainSample {
-        input_ids: ids,
-        loss_mask,
+        input_ids: seq.ids,
+        loss_mask: trained.loss_mask,
         token_rewards,
-        choices,
-        rollout_logp,
+        choices: trained.choices,
+        rollout_logp: trained.rollout_logp,
         group: traj.group,
         index,
     }))
 }
 
+/// Which positions of a sequence are trained, as [`TrainSample`] holds them.
+struct Trained {
+    loss_mask: Vec<f32>,
+    choices: Vec<(usize, Arc<[u32]>)>,
+    rollout_logp: Vec<f32>,
+}
+
+/// A training conversation as tokens, with what each token is.
+struct Sequence {
+    ids: Vec<u32>,
+    /// Whether each token lies in an assistant segment.
+    assistant: Vec<bool>,
+    /// The origin and sampler log-prob of each token of a sampled response (None elsewhere).
+    origins: Vec<Option<(TokenOrigin, f32)>>,
+    /// The end (exclusive token index) of each assistant segment.
+    ends: Vec<usize>,
+}
+
+impl Sequence {
+    /// Encode `messages`; a sampled response contributes its exact tokens.
+    fn encode(tok: &dyn Tokenize, messages: &[Message]) -> Result<Self, TokenizeError> {
+        let mut seq = Sequence {
+            ids: Vec::new(),
+            assistant: Vec::new(),
+            origins: Vec::new(),
+            ends: Vec::new(),
+        };
+        for m in messages {
+            let is_assistant = m.role == Role::Assistant;
+            let (t, o) = match &m.sampled {
+                Some(body) => {
+                    let seg = encode_sampled(tok, body)?;
+                    (seg.ids, seg.tokens.into_iter().map(Some).collect())
+                }
+                None => {
+                    let t = tok.encode_message(m)?;
+                    let n = t.len();
+                    (t, vec![None; n])
+                }
+            };
+            seq.assistant
+                .extend(std::iter::repeat_n(is_assistant, t.len()));
+            seq.origins.extend(o);
+            seq.ids.extend(t);
+            if is_assistant {
+                seq.ends.push(seq.ids.len());
+            }
+        }
+        Ok(seq)
+    }
+
+    /// RAGEN's loss mask: position `j` is trained when token `j` is an assistant token.
+    fn assistant_positions(&self) -> Trained {
+        let l = self.ids.len();
+        Trained {
+            loss_mask: (0..l - 1)
+                .map(|j| if self.assistant[j] { 1.0 } else { 0.0 })
+                .collect(),
+            choices: Vec::new(),
+            rollout_logp: Vec::new(),
+        }
+    }
+
+    /// Under constrained decoding: the loss mask of the positions whose target the policy chose
+    /// (free or a constrained choice), the constrained choices with their allowed sets, and the
+    /// sampler's log-prob per position (0 where nothing was sampled).
+    fn chosen_positions(&self) -> Trained {
+        let l = self.ids.len();
+        let mut choices = Vec::new();
+        let loss_mask = (0..l - 1)
+            .map(|j| {
+                let trained = match &self.origins[j + 1] {
+                    Some((TokenOrigin::Choice(set), _)) => {
+                        choices.push((j, set.clone()));
+                        true
+                    }
+                    Some((o, _)) => o.is_chosen(),
+                    None => false,
+                };
+                if trained { 1.0 } else { 0.0 }
+            })
+            .collect();
+        let rollout_logp = self.origins[1..]
+            .iter()
+            .map(|o| o.as_ref().map_or(0.0, |(_, lp)| *lp))
+            .collect();
+        Trained {
+            loss_mask,
+            choices,
+            rollout_logp,
+        }
+    }
+}
+
 /// The training samples of one rollout: every trajectory of a `kept_groups` group that has a
-/// trained token, in rollout order. `traces[i]` are trajectory `i`'s sampled tokens (empty
-/// without constrained decoding). Also returns the response length (trained tokens) of every
+/// trained token, in rollout order. Also returns the response length (trained tokens) of every
 /// trajectory with a sample, kept or not, for `train/response_length`.
 pub fn build_batch(
     tok: &dyn Tokenize,
     prompt: &PromptConfig,
     trajs: &[Trajectory],
-    traces: &[Vec<TokenTrace>],
     scores: &[f64],
     kept_groups: &[usize],
     use_turn_scores: bool,
@@ -171,8 +212,7 @@ pub fn build_batch(
     let mut samples = Vec::new();
     let mut lens = Vec::new();
     for (i, (t, score)) in trajs.iter().zip(scores).enumerate() {
-        let tr = traces.get(i).map_or(&[][..], Vec::as_slice);
-        if let Some(s) = build_sample(tok, prompt, t, tr, i, *score, use_turn_scores)? {
+        if let Some(s) = build_sample(tok, prompt, t, i, *score, use_turn_scores)? {
             lens.push(s.response_tokens() as f64);
             if kept_groups.contains(&t.group) && s.response_tokens() > 0 {
                 samples.push(s);
@@ -244,7 +284,7 @@ pub mod tensors {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompt::CharTokenizer;
+    use crate::prompt::{CharTokenizer, TokenTrace};
     use ragen_gym_core::Turn;
 
     const CHAR_TOK: CharTokenizer = CharTokenizer;
@@ -273,6 +313,7 @@ mod tests {
             format_penalty: false,
             info: vec![],
             steps: vec![],
+            sampled: None,
         }
     }
 
@@ -307,7 +348,7 @@ mod tests {
     #[test]
     fn mask_covers_assistant_targets_shifted_by_one() {
         let t = traj(vec![turn("ab", 1.0), turn("c", 2.0)]);
-        let s = build_sample(&CHAR_TOK, &prompt(), &t, &[], 0, t.score(), false)
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), false)
             .unwrap()
             .unwrap();
         let (flags, lens) = seg_lens(&t);
@@ -337,7 +378,7 @@ mod tests {
     #[test]
     fn turn_scores_go_on_each_turn_end() {
         let t = traj(vec![turn("ab", 1.0), turn("c", 2.0)]);
-        let s = build_sample(&CHAR_TOK, &prompt(), &t, &[], 0, t.score(), true)
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), true)
             .unwrap()
             .unwrap();
         let (_, lens) = seg_lens(&t);
@@ -358,7 +399,7 @@ mod tests {
         // and only the position predicting the choice is trained.
         let mut p = prompt();
         p.enable_think = false;
-        let t = traj(vec![turn("<answer>Up</answer>", 1.0)]);
+        let mut t = traj(vec![turn("<answer>Up</answer>", 1.0)]);
         let set: Arc<[u32]> = vec!['D' as u32, 'X' as u32].into();
         let ids: Vec<u32> = "Xp</answer>".chars().map(|c| c as u32).collect();
         let mut origins = vec![TokenOrigin::Choice(set.clone())];
@@ -373,7 +414,8 @@ mod tests {
             end: Some(TokenOrigin::Forced),
             logprobs,
         };
-        let s = build_sample(&CHAR_TOK, &p, &t, &[trace], 0, 1.0, false)
+        t.turns[0].sampled = Some(trace);
+        let s = build_sample(&CHAR_TOK, &p, &t, 0, 1.0, false)
             .unwrap()
             .unwrap();
         let text = CharTokenizer::decode(&s.input_ids);
@@ -400,7 +442,8 @@ mod tests {
             end: Some(TokenOrigin::Free),
             logprobs: vec![-1.0, -2.0],
         };
-        let s = build_sample(&CHAR_TOK, &prompt(), &t, &[trace], 0, 1.0, false)
+        t.turns[0].sampled = Some(trace);
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, 1.0, false)
             .unwrap()
             .unwrap();
         let l = s.input_ids.len();
@@ -416,7 +459,7 @@ mod tests {
     fn empty_trajectory_has_no_sample() {
         let t = traj(vec![]);
         assert!(
-            build_sample(&CHAR_TOK, &prompt(), &t, &[], 0, 0.0, false)
+            build_sample(&CHAR_TOK, &prompt(), &t, 0, 0.0, false)
                 .unwrap()
                 .is_none()
         );

@@ -40,6 +40,8 @@ pub mod rollout;
 pub mod run_dir;
 pub mod seeds;
 pub mod stats;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 #[cfg(feature = "trainer")]
 pub mod trainer;
 #[cfg(feature = "trainer")]
@@ -56,8 +58,8 @@ pub use filter::{FilterOutcome, FilterParams, filter_groups};
 pub use metrics::Metrics;
 pub use prompt::{CharTokenizer, Tokenize, TokenizeError};
 pub use rollout::{
-    EnvFactory, EnvPool, GenerateError, Generation, GenerationParams, Generator, RolloutOutput,
-    RolloutParams, rollout,
+    EnvFactory, EnvPool, GenerateError, Generation, GenerationParams, Generator, RolloutParams,
+    rollout,
 };
 pub use run_dir::{RunDir, RunInfo, TrainerState};
 #[cfg(feature = "trainer")]

@@ -116,6 +116,7 @@ mod tests {
             format_penalty: !valid,
             info: vec![],
             steps: vec![],
+            sampled: None,
         }
     }
 

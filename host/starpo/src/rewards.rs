@@ -195,6 +195,7 @@ mod tests {
             format_penalty: false,
             info: vec![],
             steps: vec![],
+            sampled: None,
         };
         Trajectory {
             env_id: "t/X-v0".into(),

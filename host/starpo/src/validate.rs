@@ -6,7 +6,6 @@ use crate::batch::build_sample;
 use crate::config::Config;
 use crate::metrics::{Metrics, rollout_metrics};
 use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer};
-use crate::prompt::TokenTrace;
 use crate::rollout::{EnvPool, Generator, RolloutError, RolloutParams, rollout};
 use crate::seeds::group_seeds;
 use ragen_gym_core::Trajectory;
@@ -38,35 +37,22 @@ pub fn evaluate_with(
     pool: &mut EnvPool,
     on_progress: &mut dyn FnMut(usize),
 ) -> Result<EvalResult, RolloutError> {
-    run_protocol(cfg, generator, p, pool, on_progress).map(|(r, _)| r)
-}
-
-/// The protocol's rollout and metrics, with the token traces of constrained decoding.
-fn run_protocol(
-    cfg: &Config,
-    generator: &mut dyn Generator,
-    p: &RolloutParams,
-    pool: &mut EnvPool,
-    on_progress: &mut dyn FnMut(usize),
-) -> Result<(EvalResult, Vec<Vec<TokenTrace>>), RolloutError> {
     let v = cfg.es_manager.val;
     let seeds = group_seeds(cfg.seed.val, v.env_groups, v.group_size);
-    let out = rollout(pool, &seeds, generator, p, &mut |pr| {
+    let trajs = rollout(pool, &seeds, generator, p, &mut |pr| {
         on_progress(pr.generated)
     })?;
-    let (trajs, traces) = (out.trajectories, out.traces);
     let metrics = rollout_metrics("val-env", &trajs, v.group_size);
     let episodes = trajs.len();
     let success_rate = trajs.iter().filter(|t| t.success).count() as f64 / episodes.max(1) as f64;
     let mean_return = trajs.iter().map(Trajectory::score).sum::<f64>() / episodes.max(1) as f64;
-    let r = EvalResult {
+    Ok(EvalResult {
         episodes,
         success_rate,
         mean_return,
         metrics,
         trajectories: trajs,
-    };
-    Ok((r, traces))
+    })
 }
 
 /// Run the validation protocol with `model` on `pool` (at least `cfg.val_batch_size()` envs),
@@ -88,11 +74,11 @@ pub fn evaluate(
         constraint,
         prefix_cache: crate::policy_adapter::prefix_cache(cfg),
     };
-    let (mut r, traces) = run_protocol(cfg, &mut generator, &p, pool, on_progress)?;
+    let mut r = evaluate_with(cfg, &mut generator, &p, pool, on_progress)?;
     let tok = PolicyTokenizer(tokenizer);
     let mut lens = Vec::new();
-    for (i, (t, tr)) in r.trajectories.iter().zip(&traces).enumerate() {
-        if let Some(s) = build_sample(&tok, &p.prompt, t, tr, i, t.score(), false)? {
+    for (i, t) in r.trajectories.iter().enumerate() {
+        if let Some(s) = build_sample(&tok, &p.prompt, t, i, t.score(), false)? {
             lens.push(s.response_tokens() as f64);
         }
     }

@@ -116,7 +116,9 @@ impl PromptConfig {
     }
 }
 
-/// Views of finished turns: each shows its state, its stored answer and its reward.
+/// Views of finished turns: each shows its state, its stored answer (with its sampled tokens,
+/// when it has them) and its reward. The one bridge from turns to context, for the generation
+/// prompt and the training sequence alike.
 pub fn turn_views(turns: &[Turn]) -> Vec<TurnView> {
     turns
         .iter()
@@ -124,7 +126,7 @@ pub fn turn_views(turns: &[Turn]) -> Vec<TurnView> {
             state: t.observation.clone(),
             actions_left: t.actions_left,
             response: Some(t.response.clone()),
-            sampled: None,
+            sampled: t.sampled.clone(),
             reward: Some(if t.actions.is_empty() {
                 None
             } else {

@@ -40,13 +40,12 @@ impl Trainer {
             constraint: self.constraint.as_ref(),
             prefix_cache: prefix_cache(cfg),
         };
-        let out = {
+        let mut trajs = {
             let mut progress = ev.progress(it, Phase::Rollout);
             let on_turn = &mut |pr: RolloutProgress| progress(pr.generated);
             rollout(&mut self.train_pool, &seeds, &mut generator, &p, on_turn)?
         };
         ev.check().map_err(TrainError::Report)?;
-        let (mut trajs, traces) = (out.trajectories, out.traces);
         let mut m = Metrics::new();
         m.insert("timing_s/gen".into(), t.elapsed().as_secs_f64());
         if let Some(st) = generator.prefix_cache.as_ref().map(pol::PrefixCache::stats) {
@@ -60,7 +59,10 @@ impl Trainer {
         }
         if self.constraint.is_some() {
             let mut counts = OriginCounts::default();
-            traces.iter().flatten().for_each(|t| counts.add(t));
+            let turns = trajs.iter().flat_map(|t| &t.turns);
+            turns
+                .filter_map(|t| t.sampled.as_ref())
+                .for_each(|t| counts.add(t));
             let (choice, forced) = counts.fractions();
             m.insert("rollout/constrained_token_frac".into(), choice);
             m.insert("rollout/forced_token_frac".into(), forced);
@@ -80,7 +82,6 @@ impl Trainer {
             &PolicyTokenizer(tokenizer),
             &p.prompt,
             &trajs,
-            &traces,
             &scores,
             &kept.kept_groups,
             cfg.agent_proxy.use_turn_scores,

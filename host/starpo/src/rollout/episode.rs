@@ -1,0 +1,227 @@
+//! One env's trajectory while it is rolled out (RAGEN `ragen/llm_agent/es_manager.py`, one
+//! `EnvStatus`): its turns so far, the state the env last showed, and its status, one of
+//! running, finished by the env, out of action budget, or failed (`docs/ragen-semantics.md` §2).
+
+use super::{Generation, RolloutParams};
+use crate::prompt::{
+    ParsedResponse, Tokenize, TokenizeError, TurnView, build_messages, forced_prefix, map_actions,
+    parse_response, turn_views,
+};
+use ragen_gym_core::{Env, Step, StepResult, Trajectory, Turn};
+
+/// Where an episode stands.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Status {
+    /// Still taking turns (when the turns run out, the trajectory is truncated).
+    Running,
+    /// The env reported done, with or without success.
+    Finished {
+        /// The env's verdict.
+        success: bool,
+    },
+    /// The action budget (`max_actions_per_traj`) is spent without the env being done.
+    BudgetSpent,
+    /// Ended early by the host: a failed reset or step, or a prompt over `max_model_len`.
+    Failed(String),
+}
+
+/// One env's trajectory in progress.
+pub(super) struct Episode {
+    group: usize,
+    seed: u64,
+    turns: Vec<Turn>,
+    /// The state the env showed last (the reset's observation, then each step's).
+    state: String,
+    num_actions: usize,
+    penalty: f64,
+    status: Status,
+}
+
+impl Episode {
+    /// A new episode of env group `group`, to be reset with `seed`.
+    pub(super) fn new(group: usize, seed: u64) -> Self {
+        Self {
+            group,
+            seed,
+            turns: Vec::new(),
+            state: String::new(),
+            num_actions: 0,
+            penalty: 0.0,
+            status: Status::Running,
+        }
+    }
+
+    /// Whether the episode takes another turn.
+    pub(super) fn is_running(&self) -> bool {
+        self.status == Status::Running
+    }
+
+    /// Reset `env` with the episode's seed; a failure ends the episode.
+    pub(super) fn reset(&mut self, env: &mut dyn Env) {
+        match env.reset(self.seed) {
+            Ok(r) => self.state = r.observation,
+            Err(e) => self.status = Status::Failed(format!("reset failed: {e}")),
+        }
+    }
+
+    /// The token ids of the next generation prompt (the history, then the current state, then
+    /// the forced prefix), or `None` when it is longer than `max_model_len`, which ends the
+    /// episode.
+    pub(super) fn prompt(
+        &mut self,
+        p: &RolloutParams,
+        tokenizer: &dyn Tokenize,
+    ) -> Result<Option<Vec<u32>>, TokenizeError> {
+        let mut views = turn_views(&self.turns);
+        views.push(TurnView {
+            state: self.state.clone(),
+            actions_left: p.max_actions_per_traj.saturating_sub(self.num_actions),
+            response: None,
+            sampled: None,
+            reward: None,
+        });
+        let messages = build_messages(&p.prompt, &views);
+        let ids = tokenizer.encode_prompt(&messages, forced_prefix(p.prompt.enable_think))?;
+        if ids.len() > p.max_model_len {
+            self.status = Status::Failed(format!(
+                "prompt of {} tokens exceeds max_model_len {}",
+                ids.len(),
+                p.max_model_len
+            ));
+            return Ok(None);
+        }
+        Ok(Some(ids))
+    }
+
+    /// Take one turn: parse `generation`, run its valid actions on `env` within the budget
+    /// (`action_names`: the env's list, `None` for free-text actions), and record the turn.
+    pub(super) fn apply(
+        &mut self,
+        generation: Generation,
+        env: &mut dyn Env,
+        p: &RolloutParams,
+        action_names: Option<&[String]>,
+    ) {
+        let parsed = parse(&generation, p);
+        let (valid, dropped) = map_actions(&parsed.actions, action_names);
+        let bad_format = parsed.answer.is_none() || parsed.actions.is_empty() || dropped;
+        if bad_format {
+            self.penalty += p.format_penalty;
+        }
+        let budget = p.max_actions_per_traj.saturating_sub(self.num_actions);
+        let mut turn = Turn {
+            observation: self.state.clone(),
+            actions_left: budget,
+            response: parsed.cleaned,
+            think: parsed.think,
+            answer: parsed.answer,
+            actions: Vec::new(),
+            env_reward: 0.0,
+            action_is_valid: !bad_format,
+            action_is_effective: false,
+            format_penalty: bad_format,
+            info: Vec::new(),
+            steps: Vec::new(),
+            sampled: generation.trace,
+        };
+        for action in valid.into_iter().take(budget) {
+            if !self.step(env, action, &mut turn) {
+                break;
+            }
+        }
+        if self.is_running() && self.num_actions >= p.max_actions_per_traj {
+            self.status = Status::BudgetSpent;
+        }
+        self.turns.push(turn);
+    }
+
+    /// Send one action to `env` and record it on `turn`; whether the episode goes on.
+    fn step(&mut self, env: &mut dyn Env, action: String, turn: &mut Turn) -> bool {
+        match env.step(&action) {
+            Ok(r) => {
+                self.num_actions += 1;
+                record_step(turn, action, &r);
+                let done = r.terminated || r.truncated;
+                if done {
+                    self.status = Status::Finished { success: r.success };
+                }
+                self.state = r.observation;
+                !done
+            }
+            Err(e) => {
+                turn.steps.push(Step {
+                    action,
+                    outcome: Err(e.to_string()),
+                });
+                self.status = Status::Failed(format!("step failed: {e}"));
+                false
+            }
+        }
+    }
+
+    /// The finished trajectory, with RAGEN's flags (`docs/ragen-semantics.md` §2): done by the
+    /// env is `terminated`, and `truncated` unless it succeeded; a spent budget is both; turns
+    /// running out or a failure is `truncated` only.
+    pub(super) fn into_trajectory(self, env_id: &str, tag: &str) -> Trajectory {
+        let (terminated, truncated, success, end_reason) = match self.status {
+            Status::Finished { success } => (true, !success, success, None),
+            Status::BudgetSpent => (true, true, false, None),
+            Status::Running => (false, true, false, None),
+            Status::Failed(reason) => (false, true, false, Some(reason)),
+        };
+        Trajectory {
+            env_id: env_id.to_string(),
+            tag: tag.to_string(),
+            group: self.group,
+            seed: self.seed,
+            turns: self.turns,
+            final_observation: self.state,
+            num_actions: self.num_actions,
+            terminated,
+            truncated,
+            success,
+            penalty: self.penalty,
+            extra_reward: 0.0,
+            end_reason,
+        }
+    }
+}
+
+/// The response with its forced prefix, parsed. A response sampled under constrained decoding
+/// keeps its raw text as the stored response, so that the history shows what its sampled tokens
+/// spell.
+fn parse(generation: &Generation, p: &RolloutParams) -> ParsedResponse {
+    let full = format!(
+        "{}{}",
+        forced_prefix(p.prompt.enable_think),
+        generation.text
+    );
+    let parsed = parse_response(
+        &full,
+        p.prompt.enable_think,
+        &p.action_sep,
+        p.max_actions_per_turn,
+    );
+    if generation.trace.is_some() {
+        ParsedResponse {
+            cleaned: full,
+            ..parsed
+        }
+    } else {
+        parsed
+    }
+}
+
+/// Add one env step's result to its turn. The env's own validity verdict counts too
+/// (text-action envs such as WebShop judge validity themselves; `docs/ragen-semantics.md` §2).
+fn record_step(turn: &mut Turn, action: String, r: &StepResult) {
+    turn.steps.push(Step {
+        action: action.clone(),
+        outcome: Ok(r.clone()),
+    });
+    turn.actions.push(action);
+    turn.env_reward += r.reward;
+    turn.action_is_effective |= r.action_is_effective;
+    turn.action_is_valid &= r.action_is_valid;
+    turn.info = r.info.clone();
+}
