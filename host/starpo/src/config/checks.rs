@@ -1,0 +1,151 @@
+//! What the keys must satisfy together (RAGEN `train.py::add_dependency_and_validate_config`)
+//! and the values derived from them: batch sizes, env instances, the action budget, the metric
+//! tag, the model's path and trainable parameters.
+
+#[cfg(feature = "trainer")]
+use super::ModelSection;
+use super::{Config, ConfigError, FilterStrategy, NormMethod};
+use ragen_gym_core::EnvSpec;
+
+impl Config {
+    /// Cross-field checks (RAGEN `train.py::add_dependency_and_validate_config` assertions).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |message: String| Err(ConfigError::Invalid { message });
+        let t = &self.es_manager.train;
+        if t.env_groups == 0 || t.group_size == 0 {
+            return bad("es_manager.train.env_groups and group_size must be positive".into());
+        }
+        if self.es_manager.val.env_groups == 0 || self.es_manager.val.group_size == 0 {
+            return bad("es_manager.val.env_groups and group_size must be positive".into());
+        }
+        let a = &self.actor;
+        if a.micro_batch_size == 0
+            || a.ppo_mini_batch_size == 0
+            || !a.ppo_mini_batch_size.is_multiple_of(a.micro_batch_size)
+        {
+            return bad(format!(
+                "actor.micro_batch_size ({}) must divide actor.ppo_mini_batch_size ({})",
+                a.micro_batch_size, a.ppo_mini_batch_size
+            ));
+        }
+        let r = self.rollout.rollout_filter_ratio;
+        if !(r > 0.0 && r <= 1.0) {
+            return bad(format!(
+                "rollout.rollout_filter_ratio must be in (0, 1], got {r}"
+            ));
+        }
+        if self.rollout.rollout_filter_strategy == FilterStrategy::TopK
+            && ((r * t.env_groups as f64) as usize).max(1) * t.group_size < a.ppo_mini_batch_size
+        {
+            return bad(format!(
+                "env_groups * group_size * rollout_filter_ratio ({}) must be >= actor.ppo_mini_batch_size ({})",
+                ((r * t.env_groups as f64) as usize).max(1) * t.group_size,
+                a.ppo_mini_batch_size
+            ));
+        }
+        if self.agent_proxy.max_turn == 0 || self.agent_proxy.max_actions_per_turn == 0 {
+            return bad("agent_proxy.max_turn and max_actions_per_turn must be positive".into());
+        }
+        if self.trainer.online_k == 0 || self.actor.ppo_epochs == 0 {
+            return bad("trainer.online_k and actor.ppo_epochs must be positive".into());
+        }
+        if self.rollout.max_think_tokens > 0
+            && !(self.rollout.constrained_actions && self.agent_proxy.enable_think)
+        {
+            return bad(format!(
+                "rollout.max_think_tokens = {} needs rollout.constrained_actions = true and \
+                 agent_proxy.enable_think = true (the budget closes a thought under constrained decoding)",
+                self.rollout.max_think_tokens
+            ));
+        }
+        if self.agent_proxy.use_turn_scores
+            && self.agent_proxy.reward_normalization.method != NormMethod::Identity
+        {
+            return bad(
+                "agent_proxy.use_turn_scores = true needs agent_proxy.reward_normalization.method = \
+                 \"identity\" (RAGEN normalises only trajectory scores: ctx_manager.py::_normalize_score_tensor)"
+                    .into(),
+            );
+        }
+        for (name, r) in [
+            ("actor", self.actor.lr_warmup_steps_ratio),
+            ("critic", self.critic.lr_warmup_steps_ratio),
+        ] {
+            if !(0.0..=1.0).contains(&r) {
+                return bad(format!(
+                    "{name}.lr_warmup_steps_ratio must be in [0, 1], got {r}"
+                ));
+            }
+        }
+        if self.rollout.response_length == 0 || self.rollout.generation_batch_size == 0 {
+            return bad(
+                "rollout.response_length and generation_batch_size must be positive".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Number of training trajectories per iteration.
+    pub fn train_batch_size(&self) -> usize {
+        self.es_manager.train.env_groups * self.es_manager.train.group_size
+    }
+
+    /// Number of validation trajectories.
+    pub fn val_batch_size(&self) -> usize {
+        self.es_manager.val.env_groups * self.es_manager.val.group_size
+    }
+
+    /// Env instances alive at once in a run: one per training and one per validation
+    /// trajectory, plus [`Config::REPLACEMENT_SLACK`] for instances being replaced after a trap.
+    /// The sandbox's instance pool is sized from this.
+    pub fn live_env_instances(&self) -> usize {
+        self.train_batch_size() + self.val_batch_size() + Self::REPLACEMENT_SLACK
+    }
+
+    /// Spare env instances for the ones a trap replaces while the old one is being dropped.
+    pub const REPLACEMENT_SLACK: usize = 16;
+
+    /// The action budget per trajectory: `agent_proxy.max_actions_per_traj`, or the env's
+    /// `max_episode_steps` when that is 0.
+    pub fn max_actions_per_traj(&self, spec: &EnvSpec) -> usize {
+        match self.agent_proxy.max_actions_per_traj {
+            0 => spec.max_episode_steps as usize,
+            n => n,
+        }
+    }
+
+    /// The metric tag: `env.tag`, else the name part of the env id (`ragen/Sokoban-v0` ->
+    /// `Sokoban`).
+    pub fn env_tag(&self, spec: &EnvSpec) -> String {
+        if !self.env.tag.is_empty() {
+            return self.env.tag.clone();
+        }
+        let name = spec.id.rsplit('/').next().unwrap_or(&spec.id);
+        name.rsplit_once("-v").map_or(name, |(n, _)| n).to_string()
+    }
+}
+
+#[cfg(feature = "trainer")]
+impl ModelSection {
+    /// `model.path` as a path: `default` is the cached SmolLM2-135M-Instruct.
+    pub fn resolved_path(&self) -> std::path::PathBuf {
+        if self.path == "default" {
+            ragen_gym_policy::default_model_path()
+        } else {
+            std::path::PathBuf::from(&self.path)
+        }
+    }
+
+    /// What the actor and critic train: everything (`lora_rank = 0`) or LoRA adapters.
+    pub fn trainable(&self) -> ragen_gym_policy::Trainable {
+        if self.lora_rank == 0 {
+            ragen_gym_policy::Trainable::Full
+        } else {
+            ragen_gym_policy::Trainable::Lora(ragen_gym_policy::LoraConfig {
+                rank: self.lora_rank,
+                alpha: self.lora_alpha,
+                ..ragen_gym_policy::LoraConfig::default()
+            })
+        }
+    }
+}

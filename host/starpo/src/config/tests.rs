@@ -1,0 +1,228 @@
+//! The config's tests: RAGEN's defaults, the layer order, strictness, the shipped files.
+
+use super::*;
+
+#[test]
+fn default_has_ragen_values() {
+    let c = Config::default_config();
+    assert_eq!(c.es_manager.train.env_groups, 8);
+    assert_eq!(c.es_manager.train.group_size, 16);
+    assert_eq!(c.train_batch_size(), 128);
+    assert_eq!(c.rollout.rollout_filter_ratio, 0.25);
+    assert_eq!(c.actor.clip_ratio_high, 0.28);
+    assert_eq!(c.actor.clip_ratio_c, 3.0);
+    assert_eq!(c.algorithm.adv_estimator, AdvEstimator::Gae);
+    assert_eq!(c.seed.train, 10000);
+    assert_eq!(c.seed.val, 123);
+    assert_eq!(c.rollout.max_model_len, 3600);
+}
+
+#[test]
+fn every_key_in_default_is_commented() {
+    // Each `key = value` line must be preceded by a comment line.
+    let lines: Vec<&str> = DEFAULT_TOML.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        let l = l.trim();
+        if l.is_empty() || l.starts_with('#') || l.starts_with('[') {
+            continue;
+        }
+        assert!(
+            lines[i - 1].trim().starts_with('#'),
+            "key line {} has no comment: {l}",
+            i + 1
+        );
+    }
+}
+
+#[test]
+fn layers_apply_in_order() {
+    let c = ConfigBuilder::new()
+        .layer_str(
+            "[actor]\nclip_ratio_high = 0.2\n[rollout]\nrollout_filter_ratio = 1.0",
+            "exp.toml",
+        )
+        .unwrap()
+        .layer_env([
+            (
+                "RAGEN_ACTOR__CLIP_RATIO_HIGH".to_string(),
+                "0.3".to_string(),
+            ),
+            ("RAGEN_LOG".into(), "x".into()),
+        ])
+        .unwrap()
+        .layer_override("algorithm.adv_estimator=grpo")
+        .unwrap()
+        .layer_override("env.config={\"a\":1}")
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(c.actor.clip_ratio_high, 0.3);
+    assert_eq!(c.rollout.rollout_filter_ratio, 1.0);
+    assert_eq!(c.algorithm.adv_estimator, AdvEstimator::Grpo);
+    assert_eq!(c.env.config, "{\"a\":1}");
+}
+
+#[test]
+fn for_env_and_user_layers_follow_the_recipe() {
+    let preset = EnvPreset {
+        name: "bandit",
+        toml: include_str!("../../../../configs/bandit.toml"),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("exp.toml");
+    std::fs::write(&file, "[actor]\nppo_epochs = 3\nclip_ratio_high = 0.25\n").unwrap();
+    let c = ConfigBuilder::for_env(Some(preset), Profile::Cpu)
+        .unwrap()
+        .user_layers(
+            Some(&file),
+            [("RAGEN_ACTOR__PPO_EPOCHS".to_string(), "4".to_string())],
+            &["actor.clip_ratio_high=0.3".to_string()],
+        )
+        .unwrap()
+        .set_str("env.config", r#"{"name": "it's \"quoted\""}"#, "--config")
+        .unwrap()
+        .build()
+        .unwrap();
+    // the CPU profile and the preset are below, the file below the variable, --set on top
+    let cpu = ConfigBuilder::new()
+        .layer_str(CPU_PROFILE_TOML, "cpu")
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(c.es_manager.train, cpu.es_manager.train);
+    assert_eq!(c.agent_proxy.max_turn, 1, "the bandit preset");
+    assert_eq!(c.actor.ppo_epochs, 4);
+    assert_eq!(c.actor.clip_ratio_high, 0.3);
+    assert_eq!(c.env.config, r#"{"name": "it's \"quoted\""}"#);
+    let full = ConfigBuilder::for_env(None, Profile::Full)
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(full, Config::default_config());
+    assert_eq!(full.live_env_instances(), 128 + 256 + 16);
+}
+
+#[test]
+fn a_presets_cpu_tables_apply_on_the_cpu_profile_only() {
+    let preset = EnvPreset {
+        name: "toy",
+        toml: "[actor]\nactor_lr = 3e-5\n[cpu.actor]\nactor_lr = 7e-4\n\
+               [cpu.trainer]\ntotal_training_steps = 9\n",
+    };
+    let build = |profile| {
+        ConfigBuilder::for_env(Some(preset), profile)
+            .unwrap()
+            .build()
+            .unwrap()
+    };
+    let cpu = build(Profile::Cpu);
+    assert_eq!(
+        (cpu.actor.actor_lr, cpu.trainer.total_training_steps),
+        (7e-4, 9)
+    );
+    let full = build(Profile::Full);
+    assert_eq!(
+        (full.actor.actor_lr, full.trainer.total_training_steps),
+        (3e-5, 200)
+    );
+    // the CPU tables are checked on every profile; a bad one names the preset and the key
+    for profile in [Profile::Cpu, Profile::Full] {
+        let bad = EnvPreset {
+            name: "toy",
+            toml: "[cpu.actor]\nactor_rl = 1e-4\n",
+        };
+        let e = ConfigBuilder::for_env(Some(bad), profile)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "unknown config key `actor.actor_rl` in the [cpu] tables of the toy preset"
+        );
+    }
+    let e = ConfigBuilder::for_env(
+        Some(EnvPreset {
+            name: "toy",
+            toml: "cpu = 1\n",
+        }),
+        Profile::Cpu,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("the toy preset") && e.contains("`cpu`"), "{e}");
+}
+
+#[test]
+fn unknown_key_names_key_and_file() {
+    let e = ConfigBuilder::new()
+        .layer_str("[actor]\nclip_ratio_hgh = 0.2", "exp.toml")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "unknown config key `actor.clip_ratio_hgh` in exp.toml");
+    let e = ConfigBuilder::new()
+        .layer_override("rollout.nope=1")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rollout.nope"), "{e}");
+    let e = ConfigBuilder::new()
+        .layer_override("algorithm.adv_estimator=ppo")
+        .unwrap()
+        .build()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("adv_estimator") || e.to_string().contains("ppo"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_think_budget_needs_constrained_thinking() {
+    let build = |layer: &str| {
+        ConfigBuilder::new()
+            .layer_str(layer, "exp.toml")
+            .unwrap()
+            .build()
+    };
+    let e = build("[rollout]\nmax_think_tokens = 20\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("rollout.max_think_tokens") && e.contains("rollout.constrained_actions"),
+        "{e}"
+    );
+    let e = build(
+        "[rollout]\nmax_think_tokens = 20\nconstrained_actions = true\n\
+         [agent_proxy]\nenable_think = false\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("agent_proxy.enable_think"), "{e}");
+    let c = build("[rollout]\nmax_think_tokens = 20\nconstrained_actions = true\n").unwrap();
+    assert_eq!(c.rollout.max_think_tokens, 20);
+    // off in the default (RAGEN samples freely)
+    assert!(!Config::default_config().rollout.constrained_actions);
+}
+
+#[test]
+fn shipped_files_are_valid() {
+    for (name, text) in [
+        ("cpu.toml", CPU_PROFILE_TOML),
+        (
+            "starpo-ppo.toml",
+            include_str!("../../../../configs/starpo-ppo.toml"),
+        ),
+        (
+            "starpo-grpo.toml",
+            include_str!("../../../../configs/starpo-grpo.toml"),
+        ),
+        (
+            "starpo-s.toml",
+            include_str!("../../../../configs/starpo-s.toml"),
+        ),
+    ] {
+        ConfigBuilder::new()
+            .layer_str(text, name)
+            .unwrap()
+            .build()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
