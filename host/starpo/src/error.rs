@@ -1,7 +1,7 @@
 //! Why training failed.
 
+use crate::action_constraint::ConstraintError;
 use crate::config::ConfigError;
-use crate::constraint::ConstraintError;
 use crate::events::ReportError;
 use crate::prompt::TokenizeError;
 use crate::rollout::RolloutError;

@@ -17,11 +17,11 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(feature = "trainer")]
+pub mod action_constraint;
 pub mod advantages;
 pub mod batch;
 pub mod config;
-#[cfg(feature = "trainer")]
-pub mod constraint;
 #[cfg(feature = "trainer")]
 pub mod error;
 pub mod events;
@@ -49,6 +49,8 @@ pub mod update;
 #[cfg(feature = "trainer")]
 pub mod validate;
 
+#[cfg(feature = "trainer")]
+pub use action_constraint::action_constraint;
 pub use batch::{TrainSample, build_sample};
 pub use config::{Config, ConfigBuilder, ConfigError, EnvPreset, PRESET_CPU_TABLE, Profile};
 #[cfg(feature = "trainer")]

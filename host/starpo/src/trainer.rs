@@ -7,10 +7,10 @@
 
 mod collect;
 
+use crate::action_constraint::action_constraint;
 use crate::advantages::estimate;
 use crate::batch::TrainSample;
 use crate::config::Config;
-use crate::constraint::action_constraint;
 use crate::error::TrainError;
 use crate::events::{Emitter as Events, Phase, Reporter, Split, TrainEvent};
 use crate::metrics::Metrics;

@@ -56,7 +56,7 @@ pub fn evaluate_with(
 }
 
 /// Run the validation protocol with `model` on `pool` (at least `cfg.val_batch_size()` envs),
-/// decoding under `constraint` when the run has one ([`crate::constraint::action_constraint`]).
+/// decoding under `constraint` when the run has one ([`crate::action_constraint()`]).
 /// `on_progress` gets the prompts sampled so far in the current turn.
 pub fn evaluate(
     cfg: &Config,

@@ -14,7 +14,7 @@ use crate::shared::plugins::write_lock;
 use crate::shared::run::RunEnvs;
 use anyhow::Context;
 use ragen_gym_policy as pol;
-use ragen_gym_starpo::constraint::action_constraint;
+use ragen_gym_starpo::action_constraint;
 use ragen_gym_starpo::{
     Config, EnvPool, EvalResult, Reporter, RolloutParams, RunDir, Split, TrainEvent, evaluate,
     evaluate_with,
