@@ -4,6 +4,7 @@
 
 use crate::metrics::Metrics;
 use ragen_gym_core::Trajectory;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// A phase of one iteration (RAGEN's `timing_s/*` names).
@@ -35,7 +36,8 @@ impl Phase {
 }
 
 /// Which rollout a batch of trajectories comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Split {
     /// A training rollout.
     Train,

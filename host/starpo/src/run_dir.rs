@@ -4,7 +4,8 @@
 //! RUN_DIR/config.toml          the resolved config (what --resume reloads)
 //! RUN_DIR/run.json             RunInfo: env id and version, plugin sha256 and source, model path
 //! RUN_DIR/metrics.jsonl        one JSON object per iteration (and per validation before training)
-//! RUN_DIR/trajectories.jsonl   sample trajectories (seed, plugin hash, actions: re-runnable)
+//! RUN_DIR/trajectories.jsonl   one TrajectoryRecord a line: sample trajectories with the seed,
+//!                              the steps and the plugin (re-runnable by `ragen-gym replay`)
 //! RUN_DIR/events.out.tfevents.* TensorBoard scalars (written by the CLI's reporter)
 //! RUN_DIR/checkpoint/          the latest checkpoint, replaced atomically; its
 //!                              trainer_state.json is a TrainerState
@@ -16,6 +17,8 @@
 //! resumes into consistent files.
 
 use crate::config::{Config, ConfigBuilder, ConfigError};
+use crate::events::Split;
+use ragen_gym_core::Trajectory;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -80,6 +83,32 @@ pub struct TrainerState {
     pub plugin_sha256: String,
     /// The env's id.
     pub env_id: String,
+}
+
+/// One line of `trajectories.jsonl`: a trajectory (its fields at the top level) and what
+/// `ragen-gym replay` needs besides its seed and steps to re-run it from this line alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrajectoryRecord {
+    /// The trajectory.
+    #[serde(flatten)]
+    pub trajectory: Trajectory,
+    /// The iteration whose rollout it comes from (0: validation before training, or `eval`).
+    pub iteration: u32,
+    /// The rollout it comes from.
+    pub split: Split,
+    /// Its training score (env rewards, format penalty, reward functions; before
+    /// normalisation).
+    pub score: f64,
+    /// How the env plugin was named (`sokoban`, a path, a pinned URL, an `oci://` reference);
+    /// absent in files written before replay existed.
+    #[serde(default)]
+    pub plugin: Option<String>,
+    /// sha256 of the env plugin, hex.
+    pub plugin_sha256: String,
+    /// The env's JSON config (`env.config`); absent in files written before replay existed
+    /// (the env's defaults).
+    #[serde(default)]
+    pub env_config: Option<String>,
 }
 
 /// A run directory.
@@ -209,6 +238,27 @@ impl RunDir {
         write_atomic(path, kept.as_bytes())
     }
 
+    /// Read `trajectories.jsonl`: each record with its line number (0-based; blank lines are
+    /// skipped but counted), or only line `only` when given.
+    pub fn read_trajectories(
+        &self,
+        only: Option<usize>,
+    ) -> Result<Vec<(usize, TrajectoryRecord)>, RunDirError> {
+        let path = self.trajectories_path();
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        text.lines()
+            .enumerate()
+            .filter(|(i, l)| !l.trim().is_empty() && only.is_none_or(|n| n == *i))
+            .map(|(i, l)| {
+                let record = serde_json::from_str(l).map_err(|e| RunDirError::Invalid {
+                    path: path.clone(),
+                    reason: format!("line {i}: {e}"),
+                })?;
+                Ok((i, record))
+            })
+            .collect()
+    }
+
     /// Read every JSON line of `metrics.jsonl`.
     pub fn read_metrics(&self) -> Result<Vec<serde_json::Value>, RunDirError> {
         let path = self.metrics_path();
@@ -226,8 +276,8 @@ impl RunDir {
     }
 }
 
-/// Appends JSON objects to a JSONL file, one whole line each; [`JsonlWriter::sync`] makes them
-/// durable.
+/// Appends JSON objects to a JSONL file, one whole line each, keys in sorted order;
+/// [`JsonlWriter::sync`] makes them durable.
 #[derive(Debug)]
 pub struct JsonlWriter {
     path: PathBuf,
@@ -235,12 +285,16 @@ pub struct JsonlWriter {
 }
 
 impl JsonlWriter {
-    /// Append one value as a line (buffered).
-    pub fn write(&mut self, value: &serde_json::Value) -> Result<(), RunDirError> {
-        let mut line = serde_json::to_string(value).map_err(|e| RunDirError::Invalid {
+    /// Append one value as a line (buffered): a JSON object, such as a [`TrajectoryRecord`] or
+    /// a `metrics.jsonl` entry.
+    pub fn write<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), RunDirError> {
+        let invalid = |e: serde_json::Error| RunDirError::Invalid {
             path: self.path.clone(),
             reason: e.to_string(),
-        })?;
+        };
+        // through a `Value`, whose map sorts its keys
+        let value = serde_json::to_value(value).map_err(invalid)?;
+        let mut line = serde_json::to_string(&value).map_err(invalid)?;
         line.push('\n');
         self.out.write_all(line.as_bytes()).map_err(io(&self.path))
     }
@@ -335,5 +389,107 @@ mod tests {
         std::fs::write(r.run_info_path(), "{}").unwrap();
         let e = r.read_run_info().unwrap_err().to_string();
         assert!(e.contains("run.json") && e.contains("env_id"), "{e}");
+    }
+
+    fn trajectory() -> Trajectory {
+        let step = ragen_gym_core::Step {
+            action: "Up".into(),
+            outcome: Ok(ragen_gym_core::StepResult {
+                observation: "#P#".into(),
+                reward: -0.1,
+                terminated: false,
+                truncated: false,
+                action_is_valid: true,
+                action_is_effective: true,
+                success: false,
+                info: vec![],
+            }),
+        };
+        Trajectory {
+            env_id: "ragen/Sokoban-v0".into(),
+            tag: "Sokoban".into(),
+            group: 1,
+            seed: 10001,
+            turns: vec![ragen_gym_core::Turn {
+                observation: "#_P#".into(),
+                actions_left: 9,
+                response: "<answer>Up</answer>".into(),
+                think: None,
+                answer: Some("Up".into()),
+                actions: vec!["Up".into()],
+                env_reward: -0.1,
+                action_is_valid: true,
+                action_is_effective: true,
+                format_penalty: false,
+                info: vec![],
+                steps: vec![step],
+                sampled: None,
+            }],
+            final_observation: "#P#".into(),
+            num_actions: 1,
+            terminated: false,
+            truncated: true,
+            success: false,
+            penalty: 0.0,
+            extra_reward: 0.0,
+            end_reason: None,
+        }
+    }
+
+    #[test]
+    fn trajectory_records_keep_the_line_format_and_read_older_lines() {
+        let d = tempfile::tempdir().unwrap();
+        let r = RunDir::create(d.path()).unwrap();
+        let t = trajectory();
+        let record = TrajectoryRecord {
+            trajectory: t.clone(),
+            iteration: 5,
+            split: Split::Train,
+            score: t.score(),
+            plugin: Some("sokoban".into()),
+            plugin_sha256: "ab12".into(),
+            env_config: Some(r#"{"dim_room":[6,6]}"#.into()),
+        };
+        let mut w = r.jsonl_writer(&r.trajectories_path()).unwrap();
+        w.write(&record).unwrap();
+        w.sync().unwrap();
+        drop(w);
+        // the line a writer of untyped JSON wrote: the trajectory's fields plus six keys, sorted
+        let mut old = serde_json::to_value(&t).unwrap();
+        let o = old.as_object_mut().unwrap();
+        o.insert("iteration".into(), 5.into());
+        o.insert("split".into(), "train".into());
+        o.insert("plugin".into(), "sokoban".into());
+        o.insert("plugin_sha256".into(), "ab12".into());
+        o.insert("env_config".into(), r#"{"dim_room":[6,6]}"#.into());
+        o.insert("score".into(), t.score().into());
+        let text = std::fs::read_to_string(r.trajectories_path()).unwrap();
+        assert_eq!(text, format!("{}\n", serde_json::to_string(&old).unwrap()));
+        // a line from before replay (no plugin, no env_config) after a blank line
+        let o = old.as_object_mut().unwrap();
+        o.remove("plugin");
+        o.remove("env_config");
+        o.insert("split".into(), "val".into());
+        let older = format!("{text}\n{}\n", serde_json::to_string(&old).unwrap());
+        std::fs::write(r.trajectories_path(), older).unwrap();
+        let read = r.read_trajectories(None).unwrap();
+        assert_eq!(read.len(), 2);
+        assert_eq!(read[0], (0, record));
+        let (line, rec) = &read[1];
+        assert_eq!(*line, 2);
+        assert_eq!(
+            (rec.split, &rec.plugin, &rec.env_config),
+            (Split::Val, &None, &None)
+        );
+        assert_eq!(rec.trajectory, t);
+        assert_eq!(r.read_trajectories(Some(2)).unwrap().len(), 1);
+        assert!(r.read_trajectories(Some(1)).unwrap().is_empty());
+        // a line that is not a record names the file and the line
+        std::fs::write(r.trajectories_path(), "{}\n").unwrap();
+        let e = r.read_trajectories(None).unwrap_err().to_string();
+        assert!(
+            e.contains("trajectories.jsonl") && e.contains("line 0"),
+            "{e}"
+        );
     }
 }

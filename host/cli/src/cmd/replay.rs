@@ -1,7 +1,8 @@
 //! `ragen-gym replay RUN_DIR [--trajectory N] [--env PLUGIN]`: env-side deterministic replay.
 //!
-//! Each line of `RUN_DIR/trajectories.jsonl` records the seed, every step (action and the env's
-//! result), the plugin reference and sha256 and the env config. Replay loads the same plugin
+//! Each line of `RUN_DIR/trajectories.jsonl`, a [`ragen_gym_starpo::run_dir::TrajectoryRecord`],
+//! records the seed, every step (action and the env's result), the plugin reference and sha256
+//! and the env config. Replay loads the same plugin
 //! (refusing one whose sha256 differs from the recorded one), builds the env with the recorded
 //! config, resets it with the seed, sends the recorded actions and checks every observation,
 //! reward and flag ([`ragen_gym_core::replay_trajectory`]). The first difference is printed as
@@ -12,8 +13,8 @@
 use crate::ExpectedError;
 use crate::shared::{plugins::load, run::new_env, sandbox::SandboxArgs};
 use anyhow::Context;
-use ragen_gym_core::{Divergence, Trajectory, replay_trajectory};
-use serde::Deserialize;
+use ragen_gym_core::{Divergence, replay_trajectory};
+use ragen_gym_starpo::RunDir;
 use std::path::PathBuf;
 
 /// Arguments of `ragen-gym replay`.
@@ -31,20 +32,6 @@ pub struct Args {
     /// `--allow-host` as the recorded run).
     #[command(flatten)]
     pub sandbox: SandboxArgs,
-}
-
-/// What a `trajectories.jsonl` line records besides the trajectory itself.
-#[derive(Deserialize)]
-struct Recorded {
-    plugin_sha256: String,
-    #[serde(default)]
-    plugin: Option<String>,
-    #[serde(default)]
-    env_config: Option<String>,
-    #[serde(default)]
-    iteration: Option<u64>,
-    #[serde(default)]
-    split: Option<String>,
 }
 
 fn location(d: &Divergence) -> String {
@@ -83,16 +70,10 @@ pub fn render_divergence(d: &Divergence) -> String {
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let path = args.run_dir.join("trajectories.jsonl");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("failed to read {}", path.display()))?;
-    let lines: Vec<(usize, &str)> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .filter(|(i, _)| args.trajectory.is_none_or(|n| n == *i))
-        .collect();
-    if lines.is_empty() {
+    let run = RunDir::open(&args.run_dir)?;
+    let path = run.trajectories_path();
+    let records = run.read_trajectories(args.trajectory)?;
+    if records.is_empty() {
         anyhow::bail!(
             "{} has no trajectory{}",
             path.display(),
@@ -102,10 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut loaded: Option<(String, ragen_gym_sandbox::Plugin)> = None;
     let (mut ok, mut diverged) = (0usize, 0usize);
-    for (i, line) in lines {
-        let bad = |e: serde_json::Error| anyhow::anyhow!("{} line {i}: {e}", path.display());
-        let t: Trajectory = serde_json::from_str(line).map_err(bad)?;
-        let rec: Recorded = serde_json::from_str(line).map_err(bad)?;
+    for (i, rec) in records {
         let reference = match (&args.env, &rec.plugin) {
             (Some(e), _) => e.clone(),
             (None, Some(p)) => p.clone(),
@@ -132,18 +110,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .into());
         }
         let env_config = rec.env_config.clone().unwrap_or_default();
+        let t = &rec.trajectory;
         let mut env = new_env(plugin, &env_config, args.sandbox.grants()?).with_context(|| {
             format!("failed to build env {reference} with config {env_config:?}")
         })?;
         let label = format!(
-            "trajectory {i} (seed {}, group {}{}{})",
+            "trajectory {i} (seed {}, group {}, iteration {}, {})",
             t.seed,
             t.group,
-            rec.iteration
-                .map_or(String::new(), |it| format!(", iteration {it}")),
-            rec.split.map_or(String::new(), |s| format!(", {s}"))
+            rec.iteration,
+            rec.split.name()
         );
-        match replay_trajectory(env.as_mut(), &t) {
+        match replay_trajectory(env.as_mut(), t) {
             Ok(s) => {
                 ok += 1;
                 println!(

@@ -1,15 +1,15 @@
 //! `metrics.jsonl` (one object per iteration: `iteration` and every finite metric) and
-//! `trajectories.jsonl` (the first `trainer.log_trajectories` trajectories of each rollout,
-//! with `iteration`, `split`, `score` and what `ragen-gym replay` needs besides the seed and
-//! the steps: `plugin` (the reference), `plugin_sha256` and `env_config`).
+//! `trajectories.jsonl` (the first `trainer.log_trajectories` trajectories of each rollout, one
+//! [`TrajectoryRecord`] a line: with `iteration`, `split`, `score` and what `ragen-gym replay`
+//! needs besides the seed and the steps).
 //!
 //! Lines are written whole; both files are flushed and fsynced once per iteration, when its
 //! metrics arrive. On a resumed run, lines past the checkpoint's iteration (and a line cut short
 //! by a crash) are dropped first, so the files match the checkpoint.
 
 use ragen_gym_core::Trajectory;
-use ragen_gym_starpo::run_dir::JsonlWriter;
-use ragen_gym_starpo::{ReportError, Reporter, RunDir, TrainEvent};
+use ragen_gym_starpo::run_dir::{JsonlWriter, TrajectoryRecord};
+use ragen_gym_starpo::{ReportError, Reporter, RunDir, Split, TrainEvent};
 
 /// The env a run's trajectories come from, recorded on every line so that a trajectory can be
 /// replayed from its line alone.
@@ -52,20 +52,16 @@ impl JsonlReporter {
         Ok(self.files.as_mut().expect("opened above"))
     }
 
-    fn trajectory_line(&self, iteration: u32, split: &str, t: &Trajectory) -> serde_json::Value {
-        let mut v = serde_json::to_value(t).unwrap_or_default();
-        if let Some(o) = v.as_object_mut() {
-            o.insert("iteration".into(), iteration.into());
-            o.insert("split".into(), split.into());
-            o.insert("plugin".into(), self.env.plugin.clone().into());
-            o.insert(
-                "plugin_sha256".into(),
-                self.env.plugin_sha256.clone().into(),
-            );
-            o.insert("env_config".into(), self.env.env_config.clone().into());
-            o.insert("score".into(), t.score().into());
+    fn record(&self, iteration: u32, split: Split, t: &Trajectory) -> TrajectoryRecord {
+        TrajectoryRecord {
+            trajectory: t.clone(),
+            iteration,
+            split,
+            score: t.score(),
+            plugin: Some(self.env.plugin.clone()),
+            plugin_sha256: self.env.plugin_sha256.clone(),
+            env_config: Some(self.env.env_config.clone()),
         }
-        v
     }
 }
 
@@ -89,10 +85,10 @@ impl Reporter for JsonlReporter {
                 split,
                 trajectories,
             } => {
-                let lines: Vec<serde_json::Value> = trajectories
+                let lines: Vec<TrajectoryRecord> = trajectories
                     .iter()
                     .take(self.log_trajectories)
-                    .map(|t| self.trajectory_line(iteration, split.name(), t))
+                    .map(|t| self.record(iteration, split, t))
                     .collect();
                 let (_, trajs) = self.files()?;
                 for l in &lines {
@@ -108,7 +104,7 @@ impl Reporter for JsonlReporter {
                     }
                 }
                 let (m, trajs) = self.files()?;
-                m.write(&serde_json::Value::Object(obj))?;
+                m.write(&obj)?;
                 trajs.sync()?;
                 m.sync()?;
             }
@@ -121,7 +117,7 @@ impl Reporter for JsonlReporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ragen_gym_starpo::{Metrics, Split};
+    use ragen_gym_starpo::Metrics;
 
     fn traj(seed: u64) -> Trajectory {
         Trajectory {
