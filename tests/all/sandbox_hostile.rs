@@ -11,6 +11,9 @@ use ragen_gym_sandbox::{
     Grants, HostPort, HttpError, HttpRequest, HttpResponse, HttpTransport, LoadError, Plugin,
     Sandbox, SandboxConfig, WasmEnv, WasmRewardFunction, inspect_bytes, sha256_hex,
 };
+use ragen_gym_starpo::metrics::sandbox_metrics;
+use ragen_gym_starpo::testing::ScriptedGenerator;
+use ragen_gym_starpo::{Config, EnvPool, Metrics, RolloutParams, rollout};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -562,6 +565,45 @@ fn log_lines_beyond_the_cap_are_dropped_and_counted() {
     let mut e = env("log-flood");
     assert_eq!(e.reset(0).unwrap().observation, "logged");
     assert_eq!(e.stats().log_dropped, 10_000 - 64);
+}
+
+#[test]
+fn a_rollout_reports_what_its_envs_counted_as_sandbox_metrics() {
+    // One env per counter: a well-behaved one; a NaN reward at `step` (refused output: a plugin
+    // error, the instance discarded, a fresh one at the next reset); 10,000 log lines at `reset`
+    // (64 kept); an undeclared HTTP request at `reset` (denied). Every answer is `Go`.
+    let envs: Vec<Box<dyn Env>> = ["", "nan", "log-flood", "http-undeclared"]
+        .into_iter()
+        .map(|mode| Box::new(env(mode)) as Box<dyn Env>)
+        .collect();
+    let mut pool = EnvPool::new(envs);
+    let p = RolloutParams::from_config(&Config::default_config(), pool.spec(), 1.0, 0);
+    let seeds = [(0, 1), (1, 2), (2, 3), (3, 4)];
+    let mut generator = ScriptedGenerator::fixed("</think><answer>Go</answer>");
+    let mut rollout_span = || {
+        let before = pool.stats();
+        let t = rollout(&mut pool, &seeds, &mut generator, &p, &mut |_| {}).unwrap();
+        (t, sandbox_metrics(&pool.stats().since(&before)))
+    };
+    let counts = |m: &Metrics| {
+        ["instances", "plugin_errors", "http_denied", "log_dropped"]
+            .map(|k| m[&format!("sandbox/{k}")])
+    };
+    let (t, m) = rollout_span();
+    assert!(
+        t[1].end_reason
+            .as_deref()
+            .unwrap()
+            .contains("reward is NaN")
+    );
+    assert!([0, 2, 3].iter().all(|&i| t[i].end_reason.is_none()));
+    // the instances were built before the rollout; one step failed
+    assert_eq!(counts(&m), [0.0, 1.0, 1.0, (10_000 - 64) as f64]);
+    assert!(m["sandbox/fuel_used"] > 0.0, "{m:?}");
+    // the second rollout replaces the discarded instance at its reset, then fails again
+    let (_, m) = rollout_span();
+    assert_eq!(counts(&m), [1.0, 1.0, 1.0, (10_000 - 64) as f64]);
+    assert!(m["sandbox/fuel_used"] > 0.0, "{m:?}");
 }
 
 struct FakeTransport;

@@ -185,6 +185,16 @@ fn train_one_iteration_then_resume_with_the_default_model() {
     ] {
         assert!(lines[0][key].is_number(), "missing {key} in {}", lines[0]);
     }
+    // the rollout's sandbox counters reach metrics.jsonl: zeros for a native env
+    for key in [
+        "fuel_used",
+        "instances",
+        "plugin_errors",
+        "http_denied",
+        "log_dropped",
+    ] {
+        assert_eq!(lines[0][format!("sandbox/{key}")], 0.0, "{key}");
+    }
     assert!(run_dir.join("checkpoint/trainer_state.json").exists());
     assert!(
         run_dir

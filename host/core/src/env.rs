@@ -37,6 +37,29 @@ pub struct EnvStats {
     pub log_dropped: u64,
 }
 
+impl EnvStats {
+    /// Add `other`'s counters to these (the counters of a set of instances).
+    pub fn add(&mut self, other: &EnvStats) {
+        self.fuel_used += other.fuel_used;
+        self.instances += other.instances;
+        self.plugin_errors += other.plugin_errors;
+        self.http_denied += other.http_denied;
+        self.log_dropped += other.log_dropped;
+    }
+
+    /// What the counters grew by since `earlier`, a reading of the same instances (counters
+    /// only grow; a smaller one reads as 0).
+    pub fn since(&self, earlier: &EnvStats) -> EnvStats {
+        EnvStats {
+            fuel_used: self.fuel_used.saturating_sub(earlier.fuel_used),
+            instances: self.instances.saturating_sub(earlier.instances),
+            plugin_errors: self.plugin_errors.saturating_sub(earlier.plugin_errors),
+            http_denied: self.http_denied.saturating_sub(earlier.http_denied),
+            log_dropped: self.log_dropped.saturating_sub(earlier.log_dropped),
+        }
+    }
+}
+
 /// One running environment, Gymnasium-style. Implementations own their instance: envs never
 /// share state, so a failure in one cannot affect another.
 pub trait Env: Send {
@@ -126,5 +149,35 @@ mod tests {
             "from plugin \"t/T-v0\" 0.1.0: panicked: boom"
         );
         assert!(plugin.source().is_none());
+    }
+
+    #[test]
+    fn stats_add_up_and_difference_over_a_span() {
+        let before = EnvStats {
+            fuel_used: 100,
+            instances: 2,
+            plugin_errors: 1,
+            http_denied: 0,
+            log_dropped: 5,
+        };
+        let mut after = before.clone();
+        after.add(&EnvStats {
+            fuel_used: 20,
+            instances: 1,
+            plugin_errors: 1,
+            http_denied: 3,
+            log_dropped: 0,
+        });
+        assert_eq!(
+            after.since(&before),
+            EnvStats {
+                fuel_used: 20,
+                instances: 1,
+                plugin_errors: 1,
+                http_denied: 3,
+                log_dropped: 0,
+            }
+        );
+        assert_eq!(before.since(&after), EnvStats::default());
     }
 }

@@ -1,7 +1,9 @@
 //! RAGEN's rollout metrics (`docs/ragen-semantics.md` §9; RAGEN
-//! `ragen/llm_agent/es_manager.py::get_rollout_states`), computed from finished trajectories. Names are `{prefix}/{tag}/success` etc. with `prefix` = `train` or `val-env`.
+//! `ragen/llm_agent/es_manager.py::get_rollout_states`), computed from finished trajectories.
+//! Names are `{prefix}/{tag}/success` etc. with `prefix` = `train` or `val-env`. Also the
+//! `sandbox/*` counters of the env instances over a rollout.
 
-use ragen_gym_core::Trajectory;
+use ragen_gym_core::{EnvStats, Trajectory};
 use std::collections::BTreeMap;
 
 /// Metrics of one iteration: name -> value (sorted, JSON-friendly).
@@ -79,6 +81,23 @@ pub fn rollout_metrics(prefix: &str, trajs: &[Trajectory], group_size: usize) ->
         );
     }
     m
+}
+
+/// What the env instances did over a span (one rollout: the difference of two
+/// [`crate::EnvPool::stats`] readings), as `sandbox/fuel_used`, `sandbox/instances` (instances
+/// created, i.e. replacements of trapped ones), `sandbox/plugin_errors` (traps and refused
+/// output), `sandbox/http_denied` and `sandbox/log_dropped`. Native envs count zeros.
+pub fn sandbox_metrics(span: &EnvStats) -> Metrics {
+    [
+        ("fuel_used", span.fuel_used),
+        ("instances", span.instances),
+        ("plugin_errors", span.plugin_errors),
+        ("http_denied", span.http_denied),
+        ("log_dropped", span.log_dropped),
+    ]
+    .into_iter()
+    .map(|(k, v)| (format!("sandbox/{k}"), v as f64))
+    .collect()
 }
 
 /// Add `{name}/mean`, `/max`, `/min` of `xs` (verl's data metrics style).

@@ -2,7 +2,7 @@
 //! thread helper that resets and steps them in parallel ([`run_parallel`]). A plugin trap or env
 //! error stays inside its own instance (`docs/architecture.md` §4).
 
-use ragen_gym_core::{Env, EnvCallError, EnvSpec};
+use ragen_gym_core::{Env, EnvCallError, EnvSpec, EnvStats};
 
 /// Builds one env instance (a sandboxed plugin or a native env).
 pub type EnvFactory = Box<dyn Fn() -> Result<Box<dyn Env>, EnvCallError>>;
@@ -45,6 +45,17 @@ impl EnvPool {
         self.envs.is_empty()
     }
 
+    /// The counters of every instance, summed (fuel, instances, failures, denials, dropped log
+    /// lines since each was built; zeros for native envs). The trainer reports what one rollout
+    /// adds as `sandbox/*` metrics.
+    pub fn stats(&self) -> EnvStats {
+        let mut sum = EnvStats::default();
+        for e in &self.envs {
+            sum.add(&e.stats());
+        }
+        sum
+    }
+
     /// The spec and the instances, for the rollout to step them while it reads the spec.
     pub(super) fn parts_mut(&mut self) -> (&EnvSpec, &mut [Box<dyn Env>]) {
         (&self.spec, &mut self.envs)
@@ -64,4 +75,55 @@ pub(super) fn run_parallel<T: Send>(items: &mut [T], f: impl Fn(&mut T) + Sync) 
             s.spawn(move || c.iter_mut().for_each(f));
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Counter;
+
+    /// An env that reports fixed counters, as a sandboxed one would.
+    struct Counted(Box<dyn Env>, EnvStats);
+
+    impl Env for Counted {
+        fn spec(&self) -> &EnvSpec {
+            self.0.spec()
+        }
+        fn reset(&mut self, seed: u64) -> Result<ragen_gym_core::ResetResult, EnvCallError> {
+            self.0.reset(seed)
+        }
+        fn step(&mut self, action: &str) -> Result<ragen_gym_core::StepResult, EnvCallError> {
+            self.0.step(action)
+        }
+        fn stats(&self) -> EnvStats {
+            self.1.clone()
+        }
+    }
+
+    #[test]
+    fn stats_sum_every_instance() {
+        let counted = |fuel, errors| -> Box<dyn Env> {
+            Box::new(Counted(
+                Counter::boxed(),
+                EnvStats {
+                    fuel_used: fuel,
+                    instances: 1 + errors,
+                    plugin_errors: errors,
+                    http_denied: 1,
+                    log_dropped: 0,
+                },
+            ))
+        };
+        let pool = EnvPool::new(vec![counted(10, 0), counted(32, 2), Counter::boxed()]);
+        assert_eq!(
+            pool.stats(),
+            EnvStats {
+                fuel_used: 42,
+                instances: 4,
+                plugin_errors: 2,
+                http_denied: 2,
+                log_dropped: 0,
+            }
+        );
+    }
 }

@@ -7,12 +7,13 @@ use crate::batch::{TrainSample, build_batch};
 use crate::error::TrainError;
 use crate::events::{Emitter as Events, Phase, Split, TrainEvent};
 use crate::filter::{FilterParams, filter_groups};
-use crate::metrics::{Metrics, add_stats, rollout_metrics};
+use crate::metrics::{Metrics, add_stats, rollout_metrics, sandbox_metrics};
 use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer, prefix_cache};
 use crate::prompt::OriginCounts;
 use crate::rewards::{apply_reward_functions, training_scores};
 use crate::rollout::{RolloutParams, RolloutProgress, rollout};
 use crate::seeds::{group_seeds, rollout_sampler_seed, train_reset_base};
+use ragen_gym_core::Trajectory;
 use ragen_gym_policy as pol;
 use std::time::Instant;
 
@@ -23,6 +24,42 @@ impl Trainer {
         it: u32,
         ev: &mut Events<'_>,
     ) -> Result<(Vec<TrainSample>, Metrics), TrainError> {
+        let (mut trajs, p, mut m) = self.roll_out(it, ev)?;
+        let cfg = &self.cfg;
+        let group_size = cfg.es_manager.train.group_size;
+        apply_reward_functions(&mut self.reward_functions, &mut trajs, &mut m);
+        m.extend(rollout_metrics("train", &trajs, group_size));
+        ev.emit(TrainEvent::Trajectories {
+            iteration: it,
+            split: Split::Train,
+            trajectories: &trajs,
+        });
+        ev.check().map_err(TrainError::Report)?;
+        let scores = training_scores(cfg, &trajs, &mut m);
+        let kept = filter_groups(&scores, group_size, &FilterParams::from_config(cfg));
+        m.extend(kept.metrics);
+        let (samples, lens) = build_batch(
+            &PolicyTokenizer(self.models.policy.tokenizer()),
+            &p.prompt,
+            &trajs,
+            &scores,
+            &kept.kept_groups,
+            cfg.agent_proxy.use_turn_scores,
+        )?;
+        m.insert("train/response_length".into(), crate::stats::mean(&lens));
+        add_stats(&mut m, "response_length", &lens);
+        m.insert("rollout/kept_trajectories".into(), samples.len() as f64);
+        Ok((samples, m))
+    }
+
+    /// The train groups' rollout of iteration `it` (its seeds from the rollout index, Online-k),
+    /// its settings, and the metrics of sampling: `timing_s/gen`, prefix sharing, constrained
+    /// decoding and the `sandbox/*` counters of the rollout.
+    fn roll_out(
+        &mut self,
+        it: u32,
+        ev: &mut Events<'_>,
+    ) -> Result<(Vec<Trajectory>, RolloutParams, Metrics), TrainError> {
         let cfg = &self.cfg;
         let g = cfg.es_manager.train;
         let rollout_index = u64::from((it - 1) / cfg.trainer.online_k);
@@ -33,20 +70,20 @@ impl Trainer {
         let p = RolloutParams::from_config(cfg, spec, cfg.rollout.temperature, sampler_seed);
         let t = Instant::now();
         ev.phase(it, Phase::Rollout, seeds.len());
-        let tokenizer = self.models.policy.tokenizer();
         let mut generator = PolicyGenerator {
             model: self.models.policy.sampler(),
-            tokenizer: PolicyTokenizer(tokenizer),
+            tokenizer: PolicyTokenizer(self.models.policy.tokenizer()),
             constraint: self.constraint.as_ref(),
             prefix_cache: prefix_cache(cfg),
         };
-        let mut trajs = {
+        let before = self.train_pool.stats();
+        let trajs = {
             let mut progress = ev.progress(it, Phase::Rollout);
             let on_turn = &mut |pr: RolloutProgress| progress(pr.generated);
             rollout(&mut self.train_pool, &seeds, &mut generator, &p, on_turn)?
         };
         ev.check().map_err(TrainError::Report)?;
-        let mut m = Metrics::new();
+        let mut m = sandbox_metrics(&self.train_pool.stats().since(&before));
         m.insert("timing_s/gen".into(), t.elapsed().as_secs_f64());
         if let Some(st) = generator.prefix_cache.as_ref().map(pol::PrefixCache::stats) {
             // Share of prompt tokens that went through the model (1 without prefix sharing).
@@ -67,28 +104,6 @@ impl Trainer {
             m.insert("rollout/constrained_token_frac".into(), choice);
             m.insert("rollout/forced_token_frac".into(), forced);
         }
-        apply_reward_functions(&mut self.reward_functions, &mut trajs, &mut m);
-        m.extend(rollout_metrics("train", &trajs, g.group_size));
-        ev.emit(TrainEvent::Trajectories {
-            iteration: it,
-            split: Split::Train,
-            trajectories: &trajs,
-        });
-        ev.check().map_err(TrainError::Report)?;
-        let scores = training_scores(cfg, &trajs, &mut m);
-        let kept = filter_groups(&scores, g.group_size, &FilterParams::from_config(cfg));
-        m.extend(kept.metrics);
-        let (samples, lens) = build_batch(
-            &PolicyTokenizer(tokenizer),
-            &p.prompt,
-            &trajs,
-            &scores,
-            &kept.kept_groups,
-            cfg.agent_proxy.use_turn_scores,
-        )?;
-        m.insert("train/response_length".into(), crate::stats::mean(&lens));
-        add_stats(&mut m, "response_length", &lens);
-        m.insert("rollout/kept_trajectories".into(), samples.len() as f64);
-        Ok((samples, m))
+        Ok((trajs, p, m))
     }
 }
