@@ -5,7 +5,7 @@
 //! from the recorded run — or the env is not deterministic.
 
 use crate::env::Env;
-use crate::trajectory::{Step, Trajectory};
+use crate::trajectory::{Step, Trajectory, Turn};
 use ragen_gym_sdk::{Metric, StepResult};
 
 /// The first place where the replayed env disagrees with the record.
@@ -88,35 +88,8 @@ fn step_difference(rec: &StepResult, got: &StepResult) -> Option<(&'static str, 
 /// # Errors
 /// The first [`Divergence`].
 pub fn replay_trajectory(env: &mut dyn Env, t: &Trajectory) -> Result<ReplaySummary, Divergence> {
-    let reset_failed = t
-        .end_reason
-        .as_deref()
-        .is_some_and(|r| r.starts_with("reset failed"));
-    let mut state = match env.reset(t.seed) {
-        Ok(r) if !reset_failed => r.observation,
-        Ok(r) => {
-            return Err(Divergence {
-                turn: None,
-                step: None,
-                action: None,
-                field: "reset",
-                recorded: t.end_reason.clone().unwrap_or_default(),
-                replayed: format!("ok: {}", r.observation),
-            });
-        }
-        Err(_) if reset_failed => {
-            return Ok(ReplaySummary { turns: 0, steps: 0 });
-        }
-        Err(e) => {
-            return Err(Divergence {
-                turn: None,
-                step: None,
-                action: None,
-                field: "reset",
-                recorded: "ok".into(),
-                replayed: format!("error: {e}"),
-            });
-        }
+    let Some(mut state) = replay_reset(env, t)? else {
+        return Ok(ReplaySummary { turns: 0, steps: 0 });
     };
     let mut steps = 0;
     for (k, turn) in t.turns.iter().enumerate() {
@@ -130,68 +103,13 @@ pub fn replay_trajectory(env: &mut dyn Env, t: &Trajectory) -> Result<ReplaySumm
                 replayed: state,
             });
         }
-        let recorded: Vec<Step> = if turn.steps.is_empty() {
-            Vec::new()
-        } else {
-            turn.steps.clone()
-        };
-        if recorded.is_empty() {
+        if turn.steps.is_empty() {
             // Before step records: replay the actions, check the turn's summed reward.
-            let mut reward = 0.0;
-            for (i, a) in turn.actions.iter().enumerate() {
-                let r = env.step(a).map_err(|e| Divergence {
-                    turn: Some(k),
-                    step: Some(i),
-                    action: Some(a.clone()),
-                    field: "outcome",
-                    recorded: "ok".into(),
-                    replayed: format!("error: {e}"),
-                })?;
-                reward += r.reward;
-                state = r.observation;
-                steps += 1;
-            }
-            if !same_f64(reward, turn.env_reward) {
-                return Err(Divergence {
-                    turn: Some(k),
-                    step: None,
-                    action: None,
-                    field: "turn env_reward",
-                    recorded: format!("{:?}", turn.env_reward),
-                    replayed: format!("{reward:?}"),
-                });
-            }
-            continue;
-        }
-        for (i, s) in recorded.iter().enumerate() {
-            let at = |field, recorded, replayed| Divergence {
-                turn: Some(k),
-                step: Some(i),
-                action: Some(s.action.clone()),
-                field,
-                recorded,
-                replayed,
-            };
-            match (&s.outcome, env.step(&s.action)) {
-                (Ok(rec), Ok(got)) => {
-                    if let Some((field, a, b)) = step_difference(rec, &got) {
-                        return Err(at(field, a, b));
-                    }
-                    state = got.observation;
-                }
-                // The env failed again (a trap or an env error); the messages may carry
-                // run-specific detail, so only the failure itself is compared.
-                (Err(_), Err(_)) => {}
-                (Ok(_), Err(e)) => return Err(at("outcome", "ok".into(), format!("error: {e}"))),
-                (Err(m), Ok(got)) => {
-                    return Err(at(
-                        "outcome",
-                        format!("error: {m}"),
-                        format!("ok: {}", got.observation),
-                    ));
-                }
-            }
-            steps += 1;
+            replay_actions(env, k, turn, &mut state)?;
+            steps += turn.actions.len();
+        } else {
+            replay_steps(env, k, &turn.steps, &mut state)?;
+            steps += turn.steps.len();
         }
     }
     if state != t.final_observation {
@@ -208,6 +126,105 @@ pub fn replay_trajectory(env: &mut dyn Env, t: &Trajectory) -> Result<ReplaySumm
         turns: t.turns.len(),
         steps,
     })
+}
+
+/// Reset `env` with the recorded seed: the first observation, or `None` when the recorded reset
+/// failed and this one fails too (nothing more to replay).
+fn replay_reset(env: &mut dyn Env, t: &Trajectory) -> Result<Option<String>, Divergence> {
+    let reset_failed = t
+        .end_reason
+        .as_deref()
+        .is_some_and(|r| r.starts_with("reset failed"));
+    let differs = |recorded: String, replayed: String| Divergence {
+        turn: None,
+        step: None,
+        action: None,
+        field: "reset",
+        recorded,
+        replayed,
+    };
+    match env.reset(t.seed) {
+        Ok(r) if !reset_failed => Ok(Some(r.observation)),
+        Ok(r) => Err(differs(
+            t.end_reason.clone().unwrap_or_default(),
+            format!("ok: {}", r.observation),
+        )),
+        Err(_) if reset_failed => Ok(None),
+        Err(e) => Err(differs("ok".into(), format!("error: {e}"))),
+    }
+}
+
+/// Replay the actions of turn `k`, recorded without step records: every action must run, and
+/// their rewards must add up to the turn's.
+fn replay_actions(
+    env: &mut dyn Env,
+    k: usize,
+    turn: &Turn,
+    state: &mut String,
+) -> Result<(), Divergence> {
+    let mut reward = 0.0;
+    for (i, a) in turn.actions.iter().enumerate() {
+        let r = env.step(a).map_err(|e| Divergence {
+            turn: Some(k),
+            step: Some(i),
+            action: Some(a.clone()),
+            field: "outcome",
+            recorded: "ok".into(),
+            replayed: format!("error: {e}"),
+        })?;
+        reward += r.reward;
+        *state = r.observation;
+    }
+    if !same_f64(reward, turn.env_reward) {
+        return Err(Divergence {
+            turn: Some(k),
+            step: None,
+            action: None,
+            field: "turn env_reward",
+            recorded: format!("{:?}", turn.env_reward),
+            replayed: format!("{reward:?}"),
+        });
+    }
+    Ok(())
+}
+
+/// Replay the recorded steps of turn `k`, checking every result the env returns.
+fn replay_steps(
+    env: &mut dyn Env,
+    k: usize,
+    recorded: &[Step],
+    state: &mut String,
+) -> Result<(), Divergence> {
+    for (i, s) in recorded.iter().enumerate() {
+        let at = |field, recorded, replayed| Divergence {
+            turn: Some(k),
+            step: Some(i),
+            action: Some(s.action.clone()),
+            field,
+            recorded,
+            replayed,
+        };
+        match (&s.outcome, env.step(&s.action)) {
+            (Ok(rec), Ok(got)) => {
+                if let Some((field, a, b)) = step_difference(rec, &got) {
+                    return Err(at(field, a, b));
+                }
+                *state = got.observation;
+            }
+            // The env failed again (a trap or an env error); the messages may carry
+            // run-specific detail, so only the failure itself is compared.
+            (Err(_), Err(_)) => {}
+            (Ok(_), Err(e)) => return Err(at("outcome", "ok".into(), format!("error: {e}"))),
+            (Err(m), Ok(got)) => {
+                return Err(at(
+                    "outcome",
+                    format!("error: {m}"),
+                    format!("ok: {}", got.observation),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub enum TrainError {
     Batch(#[from] TokenizeError),
     /// A reporter (a sink of the trainer's events) failed.
     #[error("report training events")]
-    Report(#[source] ReportError),
+    Report(#[from] ReportError),
     /// A resume directory has no usable checkpoint.
     #[error("resume from {path}: {reason}")]
     Resume {

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 /// Metrics of one iteration: name -> value (sorted, JSON-friendly).
 pub type Metrics = BTreeMap<String, f64>;
 
+/// [`crate::stats::mean`] of the values (exact on constant values, 0 for none).
 fn mean(xs: impl Iterator<Item = f64>) -> f64 {
-    let (s, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
-    if n == 0 { 0.0 } else { s / n as f64 }
+    crate::stats::mean(&xs.collect::<Vec<_>>())
 }
 
 /// Per-env metrics of a batch of trajectories (group-major, `group_size` per group).

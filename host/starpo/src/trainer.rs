@@ -125,7 +125,7 @@ impl Trainer {
             trainable_params: self.models.policy.num_trainable(),
             batch: self.cfg.train_batch_size(),
         });
-        ev.check().map_err(TrainError::Report)?;
+        ev.check()?;
         if self.iteration == 0 && self.cfg.trainer.val_before_train {
             let mut m = Metrics::new();
             self.validate(0, &mut m, &mut ev)?;
@@ -133,7 +133,7 @@ impl Trainer {
                 iteration: 0,
                 metrics: &m,
             });
-            ev.check().map_err(TrainError::Report)?;
+            ev.check()?;
         }
         while self.iteration < total {
             let it = self.iteration + 1;
@@ -154,12 +154,12 @@ impl Trainer {
                 iteration: it,
                 metrics: &m,
             });
-            ev.check().map_err(TrainError::Report)?;
+            ev.check()?;
         }
         ev.emit(TrainEvent::Finished {
             iteration: self.iteration,
         });
-        ev.check().map_err(TrainError::Report)
+        Ok(ev.check()?)
     }
 
     /// Run one iteration (rollout or Online-k reuse, log-probs, advantages, critic and actor
@@ -202,7 +202,7 @@ impl Trainer {
                 &mut m,
                 &mut ev.progress(it, Phase::LogProbs),
             )?;
-            ev.check().map_err(TrainError::Report)?;
+            ev.check()?;
             ev.phase(
                 it,
                 Phase::Update,
@@ -213,7 +213,7 @@ impl Trainer {
             let updated = update(&self.cfg, models, &samples, &est, it, &mut m, &mut progress);
             drop(progress);
             updated?;
-            ev.check().map_err(TrainError::Report)?;
+            ev.check()?;
         }
         self.cached = Some((samples, rollout_metrics));
         Ok(m)
@@ -242,7 +242,7 @@ impl Trainer {
             split: Split::Val,
             trajectories: &r.trajectories,
         });
-        ev.check().map_err(TrainError::Report)?;
+        ev.check()?;
         m.extend(r.metrics);
         m.insert("timing_s/testing".into(), t.elapsed().as_secs_f64());
         Ok(())
@@ -268,6 +268,6 @@ impl Trainer {
             iteration: it,
             path: &self.run.checkpoint_path(),
         });
-        ev.check().map_err(TrainError::Report)
+        Ok(ev.check()?)
     }
 }

@@ -212,9 +212,10 @@ impl LearningRates {
 
 /// Update the critic (when there is one) and, from iteration `trainer.critic_warmup` on, the
 /// actor, for iteration `iteration` (1-based; RAGEN `agent_trainer.py::fit` updates the actor
-/// when `critic_warmup <= global_steps`). Adds verl's `actor/*` and `critic/*` loss diagnostics (means over micro-batches),
-/// `actor/grad_norm`, `critic/grad_norm` (means over steps), the learning rates and
-/// `timing_s/update_{critic,actor}`. `on_progress` gets the actor micro-batches done.
+/// when `critic_warmup <= global_steps`). Adds verl's `actor/*` and `critic/*` loss diagnostics
+/// (means over micro-batches), `actor/grad_norm`, `critic/grad_norm` (means over steps), the
+/// learning rates and `timing_s/update_{critic,actor}`. `on_progress` gets the actor
+/// micro-batches done.
 pub fn update(
     cfg: &Config,
     models: UpdateModels<'_>,
@@ -226,92 +227,55 @@ pub fn update(
 ) -> pol::Result<()> {
     let lr = LearningRates::at(cfg, iteration);
     let update_actor = actor_updates_at(cfg, iteration);
-    let pad_id = models.policy.tokenizer().im_end_id();
-    let (mini, micro) = (cfg.actor.ppo_mini_batch_size, cfg.actor.micro_batch_size);
-    let idx: Vec<usize> = (0..samples.len()).collect();
-    let device = models.policy.model().device().clone();
-    let masks: Vec<Vec<f32>> = samples.iter().map(|s| s.loss_mask.clone()).collect();
     let UpdateModels {
         policy,
         actor_opt,
         mut critic,
     } = models;
+    let batch = UpdateBatch {
+        cfg,
+        samples,
+        est,
+        masks: samples.iter().map(|s| s.loss_mask.clone()).collect(),
+        pad_id: policy.tokenizer().im_end_id(),
+        device: policy.model().device().clone(),
+    };
+    let idx: Vec<usize> = (0..samples.len()).collect();
     let mut means = Means::default();
     let (mut t_critic, mut t_actor, mut done) = (0.0, 0.0, 0);
     for _epoch in 0..cfg.actor.ppo_epochs {
-        for mb in idx.chunks(mini) {
+        for mb in idx.chunks(cfg.actor.ppo_mini_batch_size) {
             // Critic first (RAGEN / verl order).
             if let Some((c, opt)) = &mut critic {
                 let t = Instant::now();
-                let norm = accumulate_and_step(
-                    c.params(),
-                    opt,
-                    lr.critic,
-                    cfg.critic.grad_clip,
-                    mb,
-                    micro,
-                    |mc| {
-                        let b = MicroBatch::new(samples, mc, pad_id, &device)?;
-                        let mask = b.rows(&masks)?;
-                        let vpred = c.values(&b.batch)?.narrow(1, 0, b.width())?;
-                        let vl = value_loss(
-                            &vpred,
-                            &b.rows(&est.values)?,
-                            &b.rows(&est.returns)?,
-                            &mask,
-                            cfg.critic.cliprange_value,
-                        )?;
-                        means.add("critic/vf_loss", f64::from(vl.vf_loss.to_scalar::<f32>()?));
-                        means.add("critic/vf_clipfrac", f64::from(vl.vf_clipfrac));
-                        let vpred_mean = masked_mean(&vpred, &mask)?.to_scalar::<f32>()?;
-                        means.add("critic/vpred_mean", f64::from(vpred_mean));
-                        Ok(vl.vf_loss)
-                    },
-                )?;
+                let norm = batch.critic_step(c, opt, lr.critic, mb, &mut means)?;
                 means.add("critic/grad_norm", norm);
                 t_critic += t.elapsed().as_secs_f64();
             }
-            if !update_actor {
-                continue;
-            }
-            let t = Instant::now();
-            let norm = accumulate_and_step(
-                policy.params(),
-                actor_opt,
-                lr.actor,
-                cfg.actor.grad_clip,
-                mb,
-                micro,
-                |mc| {
-                    let b = MicroBatch::new(samples, mc, pad_id, &device)?;
-                    let sc = pol::score(policy.model(), &b.batch)?;
-                    let refs = if est.ref_logp.is_empty() {
-                        None
-                    } else {
-                        Some(b.rows(&est.ref_logp)?)
-                    };
-                    let inputs = ActorInputs {
-                        logp: &sc.logprobs,
-                        entropy: &sc.entropy,
-                        mask: &sc.mask,
-                        old_logp: &b.rows(&est.old_logp)?,
-                        advantages: &b.rows(&est.advantages)?,
-                        ref_logp: refs.as_ref(),
-                    };
-                    let loss = actor_loss(cfg, &inputs, &mut means)?;
+            if update_actor {
+                let t = Instant::now();
+                let mut on_micro = || {
                     done += 1;
                     on_progress(done);
-                    Ok(loss)
-                },
-            )?;
-            means.add("actor/grad_norm", norm);
-            t_actor += t.elapsed().as_secs_f64();
+                };
+                let norm =
+                    batch.actor_step(policy, actor_opt, lr.actor, mb, &mut means, &mut on_micro)?;
+                means.add("actor/grad_norm", norm);
+                t_actor += t.elapsed().as_secs_f64();
+            }
         }
     }
     means.into_metrics(m);
     if update_actor {
         let t = Instant::now();
-        let kl = kl_after_update(&policy.sampler(), samples, &est.old_logp, micro, pad_id)?;
+        let micro = cfg.actor.micro_batch_size;
+        let kl = kl_after_update(
+            &policy.sampler(),
+            samples,
+            &est.old_logp,
+            micro,
+            batch.pad_id,
+        )?;
         m.insert("actor/kl_after_update".into(), kl);
         m.insert("timing_s/kl_after_update".into(), t.elapsed().as_secs_f64());
     }
@@ -322,6 +286,103 @@ pub fn update(
     m.insert("timing_s/update_critic".into(), t_critic);
     m.insert("timing_s/update_actor".into(), t_actor);
     Ok(())
+}
+
+/// What every optimiser step of one update reads: the samples, their estimates and loss masks,
+/// and how to pad them for the model.
+struct UpdateBatch<'a> {
+    cfg: &'a Config,
+    samples: &'a [TrainSample],
+    est: &'a Estimates,
+    /// Each sample's loss mask (the rows of the value loss).
+    masks: Vec<Vec<f32>>,
+    pad_id: u32,
+    device: pol::Device,
+}
+
+impl UpdateBatch<'_> {
+    /// One critic step on mini-batch `mb` (verl `dp_critic.py::update_critic`): the clipped
+    /// value loss per micro-batch; `critic/vf_loss`, `vf_clipfrac` and `vpred_mean` go into
+    /// `means`. Returns the gradient norm.
+    fn critic_step(
+        &self,
+        critic: &pol::Critic,
+        opt: &mut pol::AdamW,
+        lr: f64,
+        mb: &[usize],
+        means: &mut Means,
+    ) -> pol::Result<f64> {
+        let cfg = self.cfg;
+        let micro = cfg.actor.micro_batch_size;
+        accumulate_and_step(
+            critic.params(),
+            opt,
+            lr,
+            cfg.critic.grad_clip,
+            mb,
+            micro,
+            |mc| {
+                let b = MicroBatch::new(self.samples, mc, self.pad_id, &self.device)?;
+                let mask = b.rows(&self.masks)?;
+                let vpred = critic.values(&b.batch)?.narrow(1, 0, b.width())?;
+                let vl = value_loss(
+                    &vpred,
+                    &b.rows(&self.est.values)?,
+                    &b.rows(&self.est.returns)?,
+                    &mask,
+                    cfg.critic.cliprange_value,
+                )?;
+                means.add("critic/vf_loss", f64::from(vl.vf_loss.to_scalar::<f32>()?));
+                means.add("critic/vf_clipfrac", f64::from(vl.vf_clipfrac));
+                let vpred_mean = masked_mean(&vpred, &mask)?.to_scalar::<f32>()?;
+                means.add("critic/vpred_mean", f64::from(vpred_mean));
+                Ok(vl.vf_loss)
+            },
+        )
+    }
+
+    /// One actor step on mini-batch `mb` (verl `dp_actor.py::update_policy`): [`actor_loss`]
+    /// per micro-batch, each reported to `on_micro` when done. Returns the gradient norm.
+    fn actor_step(
+        &self,
+        policy: &pol::Policy,
+        opt: &mut pol::AdamW,
+        lr: f64,
+        mb: &[usize],
+        means: &mut Means,
+        on_micro: &mut dyn FnMut(),
+    ) -> pol::Result<f64> {
+        let (cfg, est) = (self.cfg, self.est);
+        let micro = cfg.actor.micro_batch_size;
+        accumulate_and_step(
+            policy.params(),
+            opt,
+            lr,
+            cfg.actor.grad_clip,
+            mb,
+            micro,
+            |mc| {
+                let b = MicroBatch::new(self.samples, mc, self.pad_id, &self.device)?;
+                let sc = pol::score(policy.model(), &b.batch)?;
+                let refs = if est.ref_logp.is_empty() {
+                    None
+                } else {
+                    Some(b.rows(&est.ref_logp)?)
+                };
+                let inputs = ActorInputs {
+                    logp: &sc.logprobs,
+                    entropy: &sc.entropy,
+                    mask: &sc.mask,
+                    old_logp: &b.rows(&est.old_logp)?,
+                    advantages: &b.rows(&est.advantages)?,
+                    ref_logp: refs.as_ref(),
+                };
+                let loss = actor_loss(cfg, &inputs, means)?;
+                on_micro();
+                Ok(loss)
+            },
+        )
+    }
 }
 
 /// `actor/kl_after_update`: how far the update moved the policy on its own batch, the k3

@@ -73,6 +73,10 @@ pub struct StepOutcome {
 /// Parse `name[arg]` like upstream's `re.match(r'(.+)\[(.+)\]', action)`: on the first line,
 /// `name` runs up to the last `[` that still leaves a non-empty argument before the last `]`.
 /// Returns `None` when the string does not match (upstream: a no-op).
+///
+/// The WebShop bridge plugin keeps a copy (`plugins/webshop-bridge/src/env.rs::parse_action`):
+/// a guest plugin builds against the SDK alone and cannot link this host crate. The bridge's
+/// property test `parse_action_agrees_with_the_upstream_regex` checks that the two agree.
 pub fn parse_action(action: &str) -> Option<(&str, &str)> {
     let line = action.split('\n').next().unwrap_or("");
     let close = line.rfind(']')?;
@@ -192,39 +196,8 @@ impl ShopEnv {
         }
         match self.page {
             Page::Home => seg.push("Search".into()),
-            Page::Results => {
-                seg.push("Back to Search".into());
-                seg.push(format!(
-                    "Page {} (Total results: {})",
-                    self.page_no,
-                    self.hits.len()
-                ));
-                if self.page_no > 1 {
-                    seg.push("< Prev".into());
-                }
-                seg.push("Next >".into());
-                for &h in self.page_hits() {
-                    let p = &self.catalog.products[h];
-                    seg.push(p.asin.to_uppercase());
-                    seg.push(p.name.clone());
-                    seg.push(p.price_tag());
-                }
-            }
-            Page::Item => {
-                let p = self.product().expect("item page has a product");
-                seg.push("Back to Search".into());
-                seg.push("< Prev".into());
-                for g in &p.options {
-                    seg.push(g.name.clone());
-                    seg.extend(g.values.iter().cloned());
-                }
-                seg.push(p.name.clone());
-                seg.push(format!("Price: {}", p.price_tag()));
-                seg.push("Rating: N.A.".into());
-                for s in ["Description", "Features", "Reviews", "Buy Now"] {
-                    seg.push(s.into());
-                }
-            }
+            Page::Results => self.results_segments(&mut seg),
+            Page::Item => self.item_segments(&mut seg),
             Page::Sub(sub) => {
                 let p = self.product().expect("sub-page has a product");
                 seg.push("Back to Search".into());
@@ -235,40 +208,80 @@ impl ShopEnv {
                     SubPage::Reviews => {}
                 }
             }
-            Page::Done => {
-                let p = self.product().expect("done page has a product");
-                let opts = self
-                    .options
-                    .iter()
-                    .map(|(k, v)| format!("'{k}': '{v}'"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let r = self.last_reward.as_ref().map(|r| r.reward).unwrap_or(0.0);
-                seg.extend(
-                    [
-                        "Thank you for shopping with us!",
-                        "Your code:",
-                        "None",
-                        "(Paste it in your MTurk interface.)",
-                        "Purchased",
-                        "asin",
-                    ]
-                    .map(String::from),
-                );
-                seg.push(p.asin.clone());
-                seg.push("options".into());
-                seg.push(format!("{{{opts}}}"));
-                seg.push("Your score (min 0.0, max 1.0)".into());
-                seg.push(py_float(r));
-                seg.push("Reward Details".into());
-                seg.push("None".into());
-            }
+            Page::Done => self.done_segments(&mut seg),
         }
         seg.iter()
             .map(|s| s.trim())
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
             .join(SEP)
+    }
+
+    /// The results page: its navigation, then each hit's ASIN, name and price.
+    fn results_segments(&self, seg: &mut Vec<String>) {
+        seg.push("Back to Search".into());
+        seg.push(format!(
+            "Page {} (Total results: {})",
+            self.page_no,
+            self.hits.len()
+        ));
+        if self.page_no > 1 {
+            seg.push("< Prev".into());
+        }
+        seg.push("Next >".into());
+        for &h in self.page_hits() {
+            let p = &self.catalog.products[h];
+            seg.push(p.asin.to_uppercase());
+            seg.push(p.name.clone());
+            seg.push(p.price_tag());
+        }
+    }
+
+    /// An item page: navigation, the option groups, name, price, rating and the sub-page links.
+    fn item_segments(&self, seg: &mut Vec<String>) {
+        let p = self.product().expect("item page has a product");
+        seg.push("Back to Search".into());
+        seg.push("< Prev".into());
+        for g in &p.options {
+            seg.push(g.name.clone());
+            seg.extend(g.values.iter().cloned());
+        }
+        seg.push(p.name.clone());
+        seg.push(format!("Price: {}", p.price_tag()));
+        seg.push("Rating: N.A.".into());
+        for s in ["Description", "Features", "Reviews", "Buy Now"] {
+            seg.push(s.into());
+        }
+    }
+
+    /// The page after `click[buy now]`: the purchase, its options and its score.
+    fn done_segments(&self, seg: &mut Vec<String>) {
+        let p = self.product().expect("done page has a product");
+        let opts = self
+            .options
+            .iter()
+            .map(|(k, v)| format!("'{k}': '{v}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let r = self.last_reward.as_ref().map(|r| r.reward).unwrap_or(0.0);
+        seg.extend(
+            [
+                "Thank you for shopping with us!",
+                "Your code:",
+                "None",
+                "(Paste it in your MTurk interface.)",
+                "Purchased",
+                "asin",
+            ]
+            .map(String::from),
+        );
+        seg.push(p.asin.clone());
+        seg.push("options".into());
+        seg.push(format!("{{{opts}}}"));
+        seg.push("Your score (min 0.0, max 1.0)".into());
+        seg.push(py_float(r));
+        seg.push("Reward Details".into());
+        seg.push("None".into());
     }
 
     /// `get_available_actions()` of the current page (`web_agent_text_env.py`).

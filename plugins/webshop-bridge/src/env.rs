@@ -19,6 +19,10 @@ actions, for example search[machine wash women's t-shirt] or click[buy now].";
 pub const SUCCESS_REWARD: f64 = 1.0 - 1e-9;
 
 /// Parse `name[arg]` like WebShop's `re.match(r'(.+)\[(.+)\]', action)` on the first line.
+///
+/// A copy of the host server's `host/webshop/src/env.rs::parse_action` (this guest builds
+/// against the SDK alone); the property test `parse_action_agrees_with_the_upstream_regex`
+/// checks both against the regex.
 pub fn parse_action(action: &str) -> Option<(&str, &str)> {
     let line = action.split('\n').next().unwrap_or("");
     let close = line.rfind(']')?;

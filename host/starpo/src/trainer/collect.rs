@@ -34,7 +34,7 @@ impl Trainer {
             split: Split::Train,
             trajectories: &trajs,
         });
-        ev.check().map_err(TrainError::Report)?;
+        ev.check()?;
         let scores = training_scores(cfg, &trajs, &mut m);
         let kept = filter_groups(&scores, group_size, &FilterParams::from_config(cfg));
         m.extend(kept.metrics);
@@ -82,7 +82,7 @@ impl Trainer {
             let on_turn = &mut |pr: RolloutProgress| progress(pr.generated);
             rollout(&mut self.train_pool, &seeds, &mut generator, &p, on_turn)?
         };
-        ev.check().map_err(TrainError::Report)?;
+        ev.check()?;
         let mut m = sandbox_metrics(&self.train_pool.stats().since(&before));
         m.insert("timing_s/gen".into(), t.elapsed().as_secs_f64());
         if let Some(st) = generator.prefix_cache.as_ref().map(pol::PrefixCache::stats) {
