@@ -1,5 +1,5 @@
-//! API models as policies (#14): `eval --model openai:NAME --base-url URL` against an
-//! OpenAI-compatible chat server on loopback ([`ChatServer`]: tiny_http, a scripted model), and
+//! API models as policies (README, "API models"): `eval --model openai:NAME --base-url URL` against
+//! an OpenAI-compatible chat server on loopback ([`ChatServer`]: tiny_http, a scripted model), and
 //! the client's retries and errors against a scripted HTTP server.
 
 use crate::servers::{ChatServer, HttpServer, Reply, free_port};
@@ -154,7 +154,7 @@ fn eval_with_an_api_model_runs_the_validation_protocol_over_http() {
         model: Some("openai:mock".into()),
         set: vec![
             "es_manager.val.env_groups=4".into(),
-            // the scripted model thinks; the CPU profile turns thinking off (#9)
+            // the scripted model thinks; the CPU profile turns thinking off (`configs/cpu.toml`)
             "agent_proxy.enable_think=true".into(),
         ],
         no_cpu_profile: false,

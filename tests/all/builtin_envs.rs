@@ -136,13 +136,13 @@ fn every_preset_builds_a_valid_config_alone_and_on_the_cpu_profile() {
             let c = ConfigBuilder::for_env(Some(preset), profile)
                 .and_then(ConfigBuilder::build)
                 .unwrap_or_else(|e| panic!("{} preset, {profile:?}: {e}", b.name));
-            // constrained action decoding is on in every preset (#9), on every profile
+            // constrained action decoding is on in every preset, on every profile
             assert!(c.rollout.constrained_actions, "{}", b.name);
             if profile == Profile::Cpu {
                 // RAGEN's Bandit is single-turn; the grid envs get two turns on the CPU profile.
                 let want_turns = if b.name == "bandit" { 1 } else { 2 };
                 assert_eq!(c.agent_proxy.max_turn, want_turns, "{}", b.name);
-                // the CPU presets validate on at least 64 episodes (#9)
+                // the CPU presets validate on at least 64 episodes (`configs/cpu.toml`)
                 let val = c.es_manager.val.env_groups * c.es_manager.val.group_size;
                 assert!(val >= 64, "{}: {val} validation episodes", b.name);
             } else {

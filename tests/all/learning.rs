@@ -1,8 +1,9 @@
-//! The trainer learns (#9): a tiny random-initialised model (2 layers, hidden 32, the default
-//! model's vocabulary) trained through the real `Trainer` on a two-armed bandit, with GAE and
-//! with GRPO; one update moves a sample's log-prob in the direction of its advantage by the
-//! amount AdamW's first step predicts (full fine-tuning and LoRA); GAE through the trainer's
-//! estimate stage with a constant critic; and a resumed run repeats the uninterrupted one.
+//! The trainer learns (`docs/ragen-semantics.md` §1): a tiny random-initialised model (2 layers,
+//! hidden 32, the default model's vocabulary) trained through the real `Trainer` on a two-armed
+//! bandit, with GAE and with GRPO; one update moves a sample's log-prob in the direction of its
+//! advantage by the amount AdamW's first step predicts (full fine-tuning and LoRA); GAE through the
+//! trainer's estimate stage with a constant critic; and a resumed run repeats the uninterrupted
+//! one.
 //!
 //! The tiny model uses the default model's tokenizer (installed by `scripts/setup.sh`), so
 //! constrained decoding runs on a real byte-level BPE vocabulary.
@@ -218,7 +219,7 @@ fn learnability_holds_across_seeds() {
 
 #[test]
 fn constrained_decoding_needs_action_names() {
-    // #9: the option on an env whose actions are free text is a config error naming the env and
+    // The option on an env whose actions are free text is a config error naming the env and
     // the key, raised when the run starts.
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(&dir.path().join("model"), 1);

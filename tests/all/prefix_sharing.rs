@@ -1,7 +1,8 @@
-//! Prefix sharing in the trainer's rollouts (#10): two training iterations of a tiny random model
-//! (the default model's vocabulary) on a three-turn env, with `rollout.prefix_sharing` on and
-//! off, give the same metrics (the same sampled tokens, so the same rewards, losses and
-//! gradient norms), while with sharing on only a fraction of the prompt tokens is prefilled.
+//! Prefix sharing in the trainer's rollouts (`docs/benchmarks.md`, "`bench iteration`"): two
+//! training iterations of a tiny random model (the default model's vocabulary) on a three-turn env,
+//! with `rollout.prefix_sharing` on and off, give the same metrics (the same sampled tokens, so the
+//! same rewards, losses and gradient norms), while with sharing on only a fraction of the prompt
+//! tokens is prefilled.
 
 use ragen_gym_core::{Env, EnvCallError, EnvSpec, ResetResult, StepResult};
 use ragen_gym_policy as pol;

@@ -1,6 +1,6 @@
 //! The Python example plugin (`sdk/python/example`, "guess the number"), built with
 //! componentize-py by `sdk/python/build.sh`, passes `check_env` and plays by its rules in the
-//! sandbox: the plugin contract is language-neutral (#2).
+//! sandbox: the plugin contract is language-neutral (`docs/architecture.md` §3).
 //!
 //! Needs componentize-py in `.venv` (installed by `scripts/setup.sh`) or `$COMPONENTIZE_PY`;
 //! without it the tests fail, naming the missing tool. The component is rebuilt only when a

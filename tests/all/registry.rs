@@ -1,6 +1,7 @@
-//! Plugins by reference against real servers on loopback (#14): Debian's `docker-registry`
-//! (the CNCF distribution registry) and a local HTTP server. Every failure is a typed
-//! [`RegistryError`] and leaves the cache without a file, temp files included.
+//! Plugins by reference against real servers on loopback (README, "Published plugins, pinned by
+//! digest"): Debian's `docker-registry` (the CNCF distribution registry) and a local HTTP server.
+//! Every failure is a typed [`RegistryError`] and leaves the cache without a file, temp files
+//! included.
 
 use crate::servers::{HttpServer, Registry, Reply};
 use ragen_gym_cli::cmd::{eval, publish};

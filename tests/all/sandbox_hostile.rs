@@ -1,7 +1,7 @@
-//! The hostile plugin suite (#2, "Tests"): every misbehaviour gets its own typed error, the
-//! process stays up, and a well-behaved env running beside it is unaffected. Also covers the
-//! capability gate as seen by a guest, deterministic WASI, log caps, verification without
-//! running, the compiled-code cache and reward-function plugins.
+//! The hostile plugin suite (`docs/architecture.md` §4 and §5): every misbehaviour gets its own
+//! typed error, the process stays up, and a well-behaved env running beside it is unaffected. Also
+//! covers the capability gate as seen by a guest, deterministic WASI, log caps, verification
+//! without running, the compiled-code cache and reward-function plugins.
 
 use ragen_gym_core::{
     Env, EnvCallError, PluginFailureKind, RewardBreakdown, RewardError, RewardFunction, Trajectory,
@@ -477,8 +477,8 @@ fn figure(obs: &str, prefix: &str) -> u64 {
 
 #[test]
 fn a_sleeping_guest_never_waits_on_the_real_clock() {
-    // Before #12 a 30 s sleep returned after 30 s of real time (then "deadline exceeded"), and
-    // a longer one hung the CLI. Now a sleep advances virtual time at once.
+    // On the real clock a 30 s sleep returned after 30 s of real time (then "deadline exceeded"),
+    // and a longer one hung the CLI. Now a sleep advances virtual time at once.
     for secs in [30u64, 3600] {
         let started = std::time::Instant::now();
         let obs = env(&format!("sleep:{secs}")).reset(0).unwrap().observation;
@@ -499,7 +499,7 @@ fn a_sleeping_guest_never_waits_on_the_real_clock() {
 
 #[test]
 fn readiness_checks_count_the_same_on_every_run() {
-    // Before #12 the count of non-blocking checks of a 1 ms timer changed on every run.
+    // On the real clock the count of non-blocking checks of a 1 ms timer changed on every run.
     let count = |seed| {
         figure(
             &env("ready-count").reset(seed).unwrap().observation,

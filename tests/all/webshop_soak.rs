@@ -1,4 +1,4 @@
-//! The WebShop soak test (issue #12, "A soak test"): 5,000 episodes of the `webshop-bridge`
+//! The WebShop soak test: 5,000 episodes of the `webshop-bridge`
 //! built-in in the sandbox, over the reqwest transport, against `ragen-gym webshop serve` in its
 //! own process on 127.0.0.1, with 10% of the episodes ending by a trap or a timeout.
 //!

@@ -22,7 +22,7 @@ pub enum PluginFailureKind {
     /// The plugin could not be instantiated.
     Instantiate,
     /// The identity the plugin reports at run time (`spec()` id and version) is not the one
-    /// its manifest declares (#12).
+    /// its manifest declares (`docs/architecture.md` §5).
     IdentityMismatch,
 }
 

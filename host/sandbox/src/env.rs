@@ -135,7 +135,8 @@ impl WasmEnv {
 }
 
 /// Refuse a plugin whose `spec()` reports another id or version than its manifest: `inspect`
-/// and the compile cache know it by the manifest, runs and metrics by the spec (#12).
+/// and the compile cache know it by the manifest, runs and metrics by the spec
+/// (`docs/architecture.md` §5).
 fn check_identity(plugin: &Plugin, spec: &EnvSpec) -> Result<(), PluginFailure> {
     let m = &plugin.info().manifest;
     if spec.id == m.id && spec.version == m.version {

@@ -1,6 +1,7 @@
-//! Constrained action decoding for a run (#9, `rollout.constrained_actions`): the policy crate's
-//! [`ragen_gym_policy::Constraint`] built once from the config, the env's action names and the
-//! tokenizer. Off in `configs/default.toml`, so RAGEN's own configs sample freely.
+//! Constrained action decoding for a run (`rollout.constrained_actions`, `docs/ragen-semantics.md`
+//! §5, "Constrained action decoding"): the policy crate's [`ragen_gym_policy::Constraint`] built
+//! once from the config, the env's action names and the tokenizer. Off in `configs/default.toml`,
+//! so RAGEN's own configs sample freely.
 //!
 //! With it on, once a response reaches its answer the sampler may emit only
 //! `Name ( sep Name )* </answer>` with the env's action names (at most

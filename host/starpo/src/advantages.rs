@@ -369,9 +369,10 @@ mod tests {
 
     #[test]
     fn grpo_is_the_normalised_score_with_a_uid_per_trajectory() {
-        // #9: RAGEN gives each trajectory its own uid, so verl sees groups of one (mean 0, std 1):
-        // one env group scoring [1, 0] gives [1 / (1 + 1e-6), 0] = [0.999999000001, 0] (not the
-        // within-group [0.707, -0.707]), and [1, 0] without the std division.
+        // RAGEN gives each trajectory its own uid (`docs/ragen-semantics.md` §7), so verl sees
+        // groups of one (mean 0, std 1): one env group scoring [1, 0] gives [1 / (1 + 1e-6), 0] =
+        // [0.999999000001, 0] (not the within-group [0.707, -0.707]), and [1, 0] without the std
+        // division.
         let a = grpo_outcome(&[1.0, 0.0], true, 1e-6);
         assert_eq!(a, vec![1.0 / 1.000001, 0.0]);
         assert!((a[0] - 0.999999000001).abs() < 1e-15);

@@ -9,14 +9,14 @@
 //! trained when token `j` is an assistant token: the targets run from the `assistant` role token
 //! through the next `<|im_start|>`.
 //!
-//! Responses sampled under constrained decoding (#9) are kept as their exact tokens, and only the
-//! tokens the policy chose are trained: position `j` is trained when token `j + 1` was sampled
-//! freely or as a constrained choice. Forced tokens (the ones the grammar or the host fixed, the
-//! role header and forced prefix included) are left out of the loss mask: their probability
-//! under the constrained policy is 1, so the PPO ratio is exactly 1 and the gradient exactly 0
-//! there, and counting them in verl's token-mean would only shrink every real decision's weight
-//! by the number of forced tokens around it, more for longer action names (the length bias that
-//! TWOSOME, arXiv 2401.14151 §4.2, normalises away).
+//! Responses sampled under constrained decoding (`docs/ragen-semantics.md` §5, "Constrained action
+//! decoding") are kept as their exact tokens, and only the tokens the policy chose are trained:
+//! position `j` is trained when token `j + 1` was sampled freely or as a constrained choice. Forced
+//! tokens (the ones the grammar or the host fixed, the role header and forced prefix included) are
+//! left out of the loss mask: their probability under the constrained policy is 1, so the PPO ratio
+//! is exactly 1 and the gradient exactly 0 there, and counting them in verl's token-mean would only
+//! shrink every real decision's weight by the number of forced tokens around it, more for longer
+//! action names (the length bias that TWOSOME, arXiv 2401.14151 §4.2, normalises away).
 
 use crate::prompt::{
     Message, PromptConfig, Role, TokenOrigin, Tokenize, TokenizeError, encode_sampled,
@@ -36,7 +36,7 @@ pub struct TrainSample {
     /// turn rewards on each turn's last position with `use_turn_scores`).
     pub token_rewards: Vec<f32>,
     /// Trained positions whose target was a constrained choice, with its allowed set: the scorer
-    /// normalises them over that set (constrained decoding, #9). Sorted by position.
+    /// normalises them over that set (constrained decoding). Sorted by position.
     pub choices: Vec<(usize, Arc<[u32]>)>,
     /// The sampler's log-prob per response position, when the responses were sampled under
     /// constrained decoding (the trainer checks its old log-probs against it); else empty.
@@ -230,7 +230,7 @@ pub mod tensors {
 
     /// Right-padded token batch of samples; the policy's loss mask marks token `t` when response
     /// position `t - 1` is trained, and constrained choices are normalised over their allowed
-    /// sets (#9).
+    /// sets (`docs/ragen-semantics.md` §5, "Constrained action decoding").
     pub fn token_batch(samples: &[&TrainSample], pad_id: u32) -> pol::Result<pol::TokenBatch> {
         let seqs: Vec<(Vec<u32>, Vec<u8>)> = samples
             .iter()
@@ -393,7 +393,7 @@ mod tests {
 
     #[test]
     fn sampled_responses_keep_their_tokens_and_train_only_chosen_ones() {
-        // #9: thinking off, the model chose `U` among {U, D} (allowed set as char ids), the
+        // Thinking off, the model chose `U` among {U, D} (allowed set as char ids), the
         // grammar forced `p</answer>` and the end of turn. The sequence holds exactly the sampled
         // ids (here `X` where the stored text says `U`, to show the text is not re-tokenised),
         // and only the position predicting the choice is trained.

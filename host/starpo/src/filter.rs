@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn constant_groups_never_outrank_or_pass_top_p() {
-        // #9: a group of eight 10.7s has a textbook std of ~1.9e-15. It must tie with the
+        // A group of eight 10.7s has a textbook std of ~1.9e-15. It must tie with the
         // all-zero group (std exactly 0, lower index first) and fall out of top-p.
         let mut s = vec![0.0; 8];
         s.extend([10.7; 8]);

@@ -59,10 +59,10 @@ pub struct PolicyGenerator<'a> {
     pub model: pol::LlamaModel,
     /// The tokenizer.
     pub tokenizer: PolicyTokenizer<'a>,
-    /// Constrained action decoding (#9), when the run has it on.
+    /// Constrained action decoding (`docs/ragen-semantics.md` §5), when the run has it on.
     pub constraint: Option<&'a pol::Constraint>,
-    /// Prefix sharing (#10), when the run has it on: one cache for one rollout (the weights do
-    /// not change during it), made by [`prefix_cache`].
+    /// Prefix sharing (`docs/benchmarks.md`, "`bench iteration`"), when the run has it on: one
+    /// cache for one rollout (the weights do not change during it), made by [`prefix_cache`].
     pub prefix_cache: Option<pol::PrefixCache>,
 }
 

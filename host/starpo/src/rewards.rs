@@ -119,7 +119,7 @@ mod tests {
 
     #[test]
     fn constant_groups_normalise_to_exact_zero() {
-        // #9: eight scores of 10.7 have a computed std of ~1.9e-15 by the textbook formula;
+        // Eight scores of 10.7 have a computed std of ~1.9e-15 by the textbook formula;
         // every method must see the group as constant (advantage exactly 0, not ~2e-9).
         let mut s = vec![10.7; 8];
         s.extend([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);

@@ -1,8 +1,9 @@
 //! Small statistics helpers shared by the filter, the advantages and the metrics.
 
 /// Whether every value is the same, decided by `max == min` rather than by a computed spread, so
-/// that summation residue (eight scores of 10.7 have a computed std of about 2e-15) never makes
-/// a constant group look uncertain (#9). True for an empty slice.
+/// that summation residue (eight scores of 10.7 have a computed std of about 2e-15) never makes a
+/// constant group look uncertain (StarPO-S ranks groups by their std, `docs/ragen-semantics.md`
+/// §6). True for an empty slice.
 pub fn all_equal(xs: &[f64]) -> bool {
     xs.iter().all(|x| *x == xs[0])
 }
@@ -56,7 +57,7 @@ mod tests {
 
     #[test]
     fn constant_values_have_exact_mean_and_zero_std() {
-        // #9: eight scores of 10.7 sum to 85.60000000000001 in f64, so the textbook formulas
+        // Eight scores of 10.7 sum to 85.60000000000001 in f64, so the textbook formulas
         // give a mean of 10.700000000000001 and a std of about 1.9e-15; max == min must win.
         let xs = [10.7; 8];
         let naive_mean = xs.iter().sum::<f64>() / 8.0;

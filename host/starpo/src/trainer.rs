@@ -54,7 +54,7 @@ pub struct Trainer {
     train_pool: EnvPool,
     val_pool: EnvPool,
     reward_functions: Vec<Box<dyn RewardFunction>>,
-    /// Constrained action decoding (#9), when on.
+    /// Constrained action decoding (`docs/ragen-semantics.md` §5), when on.
     constraint: Option<pol::Constraint>,
     run: RunDir,
     info: RunInfo,

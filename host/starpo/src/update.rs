@@ -439,7 +439,7 @@ mod tests {
 
     #[test]
     fn aggregation_is_verls_per_micro_batch_token_mean() {
-        // #9, verl `dp_actor.py::update_policy` with `loss_agg_mode = token-mean`: micro-batch 1,
+        // verl `dp_actor.py::update_policy` with `loss_agg_mode = token-mean`: micro-batch 1,
         // mini-batch 2, trajectories of 2 and 4 response tokens, advantage +1, ratio 1. Each
         // micro-batch's loss is its token-mean, -1, divided by the 2 micro-batches: the loss is
         // -1.0, and d loss / d logp is -1/2/2 = -0.25 on each token of the first trajectory and

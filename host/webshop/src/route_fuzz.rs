@@ -1,4 +1,4 @@
-//! Property tests over the AgentGym routes of [`Shop::handle`] (issue #12, "Fuzzing in CI"):
+//! Property tests over the AgentGym routes of [`Shop::handle`] (run by `scripts/test.sh`, as CI):
 //! sequences of arbitrary requests (methods, paths, query strings, JSON and form bodies, raw
 //! bytes, session ids, unicode actions, and actions picked from the live page) against one
 //! shop, checked against a model of the env ids. No request may panic; every answer is a JSON

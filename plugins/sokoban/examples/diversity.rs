@@ -1,5 +1,5 @@
-//! Distinct initial levels over seeds `0..N` per config (issue #12 fault 8):
-//! `cargo run --release -p ragen-sokoban --example diversity [N]`.
+//! Distinct initial levels over seeds `0..N` per config (the tie-break of step 3 in
+//! `src/generator.rs`): `cargo run --release -p ragen-sokoban --example diversity [N]`.
 
 use std::collections::HashSet;
 use std::time::Instant;

@@ -16,8 +16,8 @@
 //!    and many seeds that share a room and start map onto one level. Here ties are broken
 //!    uniformly at random among all explored states with the highest score (reservoir sampling
 //!    during the same search), which keeps the objective, the search and solvability unchanged
-//!    and raises the distinct levels per 1000 seeds (issue #12 fault 8; the figures per config
-//!    are in the test `distinct_levels_per_1000_seeds`).
+//!    and raises the distinct levels per 1000 seeds (the figures per config are in the test
+//!    `distinct_levels_per_1000_seeds`; `examples/diversity.rs` measures them).
 //! 4. The player is then walked 1-3 random steps (probability 0.8 of moving at all when the
 //!    displacement is 1, else 0.5; continue probability 0.5; never onto boxes or revisited cells).
 //!
@@ -423,7 +423,8 @@ mod tests {
         check_levels(&sized(4, 5, 1), 0..200);
     }
 
-    /// Distinct initial levels (rendered text) over seeds 0..1000 (issue #12 fault 8).
+    /// Distinct initial levels (rendered text) over seeds 0..1000 (the tie-break of step 3 in
+    /// the module docs).
     ///
     /// | config                        | first-found tie-break | uniform tie-break | room admits |
     /// |-------------------------------|-----------------------|-------------------|-------------|

@@ -1,4 +1,4 @@
-//! Property tests of the bridge's parsing (issue #12, "Fuzzing in CI"): the action parser
+//! Property tests of the bridge's parsing (run by `scripts/test.sh`, as CI): the action parser
 //! against a brute-force reading of WebShop's `re.match(r'(.+)\[(.+)\]', action)`, and whole
 //! episodes over a transport that mixes real server answers with hostile ones (refused calls,
 //! any status, any text, any JSON, well-shaped JSON with arbitrary pages, clickables, rewards

@@ -1,10 +1,10 @@
 //! The guest's clocks: a virtual clock unless the plugin declares and the user grants the real
-//! one (#12). Virtual time starts at every `reset(seed)` (monotonic 0, wall clock
-//! 2000-01-01T00:00:00Z) and moves only by the fuel the guest burns
-//! ([`VIRTUAL_NS_PER_FUEL`]) and by its own sleeps: a sleep advances virtual time at once and
-//! never waits, and a readiness check is answered from virtual time. So no host call blocks on
-//! real time, and a guest that counts readiness checks until a timer fires counts the same on
-//! every run. Without fuel metering (benchmarks) every reading advances the clock by
+//! one (`docs/architecture.md` §4, "Sandbox rules"). Virtual time starts at every `reset(seed)`
+//! (monotonic 0, wall clock 2000-01-01T00:00:00Z) and moves only by the fuel the guest burns
+//! ([`VIRTUAL_NS_PER_FUEL`]) and by its own sleeps: a sleep advances virtual time at once and never
+//! waits, and a readiness check is answered from virtual time. So no host call blocks on real time,
+//! and a guest that counts readiness checks until a timer fires counts the same on every run.
+//! Without fuel metering (benchmarks) every reading advances the clock by
 //! [`VIRTUAL_NS_PER_READING`] instead.
 //!
 //! Every WASI 0.2 clock and poll entry point goes through here: `wall-clock.now/resolution`

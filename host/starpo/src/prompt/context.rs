@@ -41,8 +41,8 @@ pub struct Message {
     pub role: Role,
     /// The text.
     pub content: String,
-    /// An assistant response sampled under constrained decoding (#9): its tokens are the
-    /// forced prefix, then exactly the sampled ids, not `content` re-tokenised.
+    /// An assistant response sampled under constrained decoding (`docs/ragen-semantics.md` §5): its
+    /// tokens are the forced prefix, then exactly the sampled ids, not `content` re-tokenised.
     pub sampled: Option<SampledBody>,
 }
 
@@ -77,7 +77,7 @@ pub struct TurnView {
     /// The cleaned response, once the model has answered (the raw text when it was sampled
     /// under constrained decoding).
     pub response: Option<String>,
-    /// The response's exact tokens when it was sampled under constrained decoding (#9).
+    /// The response's exact tokens when it was sampled under constrained decoding.
     pub sampled: Option<TokenTrace>,
     /// The turn's reward, once the env has stepped: `Some(None)` prints `0` (no action ran, as
     /// RAGEN's int 0), `Some(Some(r))` prints Python's `repr(r)`.
