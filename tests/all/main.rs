@@ -1,4 +1,6 @@
-//! integration tests
+//! The integration tests: one binary, one module per area (as wasmtime's `tests/all`). Fakes
+//! shared with the unit tests live in `ragen_gym_starpo::testing` (feature `testing`); a helper
+//! shared by several modules here would go in this file.
 mod api_model;
 mod builtin_envs;
 mod docs;
