@@ -11,7 +11,7 @@
 //!   one against an env and finds the first difference;
 //! - [`RewardFunction`], what scores a trajectory;
 //! - the plugin [`Manifest`] and the interface version rule ([`version`]);
-//! - [`check_env`], the conformance checker every plugin runs through.
+//! - [`check_env`] and [`check_reward`], the conformance checkers every plugin runs through.
 //!
 //! The env records (`EnvSpec`, `StepResult`, ...) mirror the WIT contract (`wit/types.wit`) and
 //! are the same Rust types plugin authors use: they are defined once, in `ragen-gym-sdk`, and
@@ -21,6 +21,7 @@
 
 pub mod cache;
 pub mod check;
+pub mod check_reward;
 pub mod env;
 pub mod failure;
 pub mod manifest;
@@ -33,6 +34,7 @@ pub mod version;
 
 pub use cache::cache_root;
 pub use check::{CheckReport, check_env};
+pub use check_reward::check_reward;
 pub use env::{Env, EnvCallError, EnvStats, NativeEnv};
 pub use failure::{PluginFailure, PluginFailureKind};
 pub use manifest::{Capabilities, MANIFEST_SECTION, Manifest, ManifestLimits, PluginKind};

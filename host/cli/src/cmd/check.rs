@@ -1,11 +1,14 @@
 //! `ragen-gym check PLUGIN [--json]`: Gymnasium-style conformance checks (spec sanity, reset and
-//! step determinism, limits) through the sandbox. Exit 0 only if every check passes, exit 10
+//! step determinism, limits) through the sandbox; for a reward-function plugin, `check_reward`'s
+//! (scores without failures, deterministic). Exit 0 only if every check passes, exit 10
 //! (`exit_code::CHECKS_FAILED`) when one fails.
 
 use crate::ExpectedError;
 use crate::shared::plugins::load;
 use crate::shared::run::new_env;
 use crate::shared::sandbox::SandboxArgs;
+use ragen_gym_core::{PluginKind, RewardFunction};
+use ragen_gym_sandbox::WasmRewardFunction;
 
 /// Arguments of `ragen-gym check`.
 #[derive(clap::Args)]
@@ -27,7 +30,15 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let plugin = load(&args.plugin, &args.sandbox)?;
     let grants = args.sandbox.grants()?;
-    let report = ragen_gym_core::check_env(|| new_env(&plugin, &args.config, grants.clone()));
+    let report = if plugin.info().manifest.kind == PluginKind::RewardFunction {
+        ragen_gym_core::check_reward(|| {
+            WasmRewardFunction::new(&plugin)
+                .map(|f| Box::new(f) as Box<dyn RewardFunction>)
+                .map_err(|e| e.to_string())
+        })
+    } else {
+        ragen_gym_core::check_env(|| new_env(&plugin, &args.config, grants.clone()))
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
