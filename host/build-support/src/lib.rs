@@ -5,6 +5,21 @@
 //! workspace packages into `target/wasm-plugins`, with the outer build's flags removed so they
 //! cannot leak into the guest build, the way wasmtime's
 //! `crates/test-programs/artifacts/build.rs` builds its guest programs.
+//!
+//! It also builds plugin *projects* the way `ragen-gym build` does (and `host/builtins` does for
+//! a built-in written in Python): [`project`] reads one, [`cargo_project`] builds a Rust crate
+//! outside the workspace, [`componentize`] a Python or JavaScript project with the componentizer
+//! [`tools`] finds, and [`manifest`] writes the manifest section of the latter two.
+
+pub mod cargo_project;
+pub mod componentize;
+pub mod error;
+pub mod manifest;
+pub mod project;
+pub mod tools;
+
+pub use error::BuildError;
+pub use project::{Language, Project};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -103,7 +118,7 @@ pub fn build(root: &Path, packages: &[&str]) -> Result<(), String> {
 }
 
 /// A clear error when the wasm32-wasip2 standard library is not installed.
-fn check_target() -> Result<(), String> {
+pub(crate) fn check_target() -> Result<(), String> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let sysroot = Command::new(&rustc)
         .args(["--print", "sysroot"])
