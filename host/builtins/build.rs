@@ -1,7 +1,9 @@
 //! Build the built-in plugins listed in this crate's `Cargo.toml` (`[[package.metadata.builtin]]`)
 //! to wasm32-wasip2 components, and generate the `BUILTINS` table (`$OUT_DIR/builtins.rs`) that
 //! `src/lib.rs` includes: each entry's name, aliases, component bytes, preset text and native
-//! constructor.
+//! constructor. Rust plugins are workspace crates (`package`); a Python or JavaScript plugin is
+//! a project directory (`project`) built like `ragen-gym build` does, again only when one of its
+//! sources is newer than the component.
 
 use ragen_gym_build_support as wasm;
 use std::fmt::Write as _;
@@ -11,9 +13,49 @@ use std::path::{Path, PathBuf};
 struct Entry {
     name: String,
     aliases: Vec<String>,
-    package: String,
+    /// The cargo package, or the project directory relative to the workspace root.
+    source: Source,
     native: Option<String>,
     preset: Option<String>,
+}
+
+enum Source {
+    Package(String),
+    Project(String),
+}
+
+impl Entry {
+    fn source_name(&self) -> &str {
+        match &self.source {
+            Source::Package(s) | Source::Project(s) => s,
+        }
+    }
+}
+
+/// Build a Python or JavaScript project `dir` (relative to `root`) into
+/// `target/wasm-plugins/projects/<name>.wasm`, unless that is newer than every source.
+fn build_project(root: &Path, name: &str, dir: &str) -> PathBuf {
+    use wasm::{componentize, project, tools};
+    let fail = |e: &dyn std::fmt::Display| -> ! {
+        panic!("building the built-in `{name}` ({dir}) failed: {e}")
+    };
+    let p = wasm::Project::load(&root.join(dir)).unwrap_or_else(|e| fail(&e));
+    let plugin = p
+        .plugin
+        .as_ref()
+        .unwrap_or_else(|| fail(&"a Rust crate is a `package` entry"));
+    let out_dir = wasm::target_dir(root).join("projects");
+    let out = out_dir.join(format!("{name}.wasm"));
+    let mut sources = vec![p.dir.clone(), plugin.wit.clone()];
+    sources.extend(plugin.python_path.iter().cloned());
+    let built = std::fs::metadata(&out).and_then(|m| m.modified()).ok();
+    if built.is_some_and(|b| b > project::newest_source(&sources)) {
+        return out;
+    }
+    let tool = tools::find_or_install(&p, Some(root), false).unwrap_or_else(|e| fail(&e));
+    componentize::build_scripted(&p, &tool, &out_dir.join(format!("{name}-gen")), &out)
+        .unwrap_or_else(|e| fail(&e));
+    out
 }
 
 fn main() {
@@ -26,7 +68,15 @@ fn main() {
     wasm::rerun_if_changed(&root, &["plugins", "sdk", "wit", "configs", "Cargo.toml"]);
     let entries = read_registry(&manifest);
 
-    let packages: Vec<&str> = entries.iter().map(|e| e.package.as_str()).collect();
+    println!("cargo:rerun-if-env-changed=COMPONENTIZE_PY");
+    println!("cargo:rerun-if-env-changed=COMPONENTIZE_JS");
+    let packages: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| match &e.source {
+            Source::Package(p) => Some(p.as_str()),
+            Source::Project(_) => None,
+        })
+        .collect();
     if let Err(e) = wasm::build(&root, &packages) {
         panic!("building the built-in plugins failed: {e}");
     }
@@ -37,7 +87,10 @@ fn main() {
          pub static BUILTINS: &[Builtin] = &[\n",
     );
     for e in &entries {
-        let artifact = wasm::artifact(&root, &e.package);
+        let artifact = match &e.source {
+            Source::Package(p) => wasm::artifact(&root, p),
+            Source::Project(dir) => build_project(&root, &e.name, dir),
+        };
         let dest = out_dir.join(format!("{}.wasm", e.name));
         std::fs::copy(&artifact, &dest)
             .unwrap_or_else(|err| panic!("copying {} failed: {err}", artifact.display()));
@@ -73,7 +126,7 @@ fn main() {
              wasm: include_bytes!({:?}),\n        preset: {preset},\n        native: {native},\n    }},\n",
             e.name,
             e.aliases,
-            e.package,
+            e.source_name(),
             dest.display().to_string(),
         )
         .expect("write to a String");
@@ -128,10 +181,15 @@ fn read_registry(manifest: &Path) -> Vec<Entry> {
                         .collect()
                 })
                 .unwrap_or_default();
+            let source = match (field("package"), field("project")) {
+                (Some(p), None) => Source::Package(p),
+                (None, Some(d)) => Source::Project(d),
+                _ => panic!("builtin #{i}: give exactly one of `package` and `project`"),
+            };
             let e = Entry {
                 name: required("name"),
                 aliases,
-                package: required("package"),
+                source,
                 native: field("native"),
                 preset: field("preset"),
             };

@@ -3,8 +3,9 @@
 //! One table, [`BUILTINS`], that every list of built-ins iterates over: the CLI's `PLUGIN`
 //! resolver, `bench envs`, the env presets of `train` and `eval`, and the integration tests.
 //! Each [`Builtin`] carries the plugin's embedded component (built from `plugins/*` for
-//! wasm32-wasip2 by `build.rs`), its training preset (`configs/<env>.toml`) and, when the env
-//! can run outside the sandbox, a native constructor over the same env logic. The list itself
+//! wasm32-wasip2 by `build.rs`: Rust crates with cargo, Countdown's Python with
+//! componentize-py), its training preset (`configs/<env>.toml`) and, when the env can run
+//! outside the sandbox, a native constructor over the same env logic. The list itself
 //! lives in this crate's `Cargo.toml` (`[[package.metadata.builtin]]`); adding a built-in env is
 //! described in `docs/architecture.md`, "Adding a built-in env". The host loads the components
 //! through the same sandbox as any third-party plugin.
@@ -29,7 +30,8 @@ pub struct Builtin {
     pub name: &'static str,
     /// Other spellings that resolve to it.
     pub aliases: &'static [&'static str],
-    /// The cargo package the component is built from.
+    /// The cargo package the component is built from, or the directory of its Python or
+    /// JavaScript project (`plugins/countdown`).
     pub package: &'static str,
     /// The component bytes (wasm32-wasip2).
     pub wasm: &'static [u8],
@@ -88,7 +90,13 @@ mod tests {
     fn names_and_aliases_resolve_to_their_entry() {
         assert_eq!(
             names().collect::<Vec<_>>(),
-            ["bandit", "sokoban", "frozenlake", "webshop-bridge"]
+            [
+                "bandit",
+                "sokoban",
+                "frozenlake",
+                "webshop-bridge",
+                "countdown"
+            ]
         );
         for alias in ["frozenlake", "frozen-lake", "frozen_lake"] {
             assert_eq!(find(alias).map(|b| b.package), Some("ragen-frozen-lake"));

@@ -1,8 +1,9 @@
 //! `ragen-gym bench envs [--json]`: per built-in env, env steps/s natively and through the
 //! sandbox (fuel on and off) in the same run, their ratio, and the cost of a fresh instance
-//! (instantiate + constructor + spec + reset, µs). The envs are the registry's built-ins with a
-//! native build. Timing noise between runs is large on a shared machine, so only ratios within
-//! one run are meaningful.
+//! (instantiate + constructor + spec + reset, µs). The envs are the registry's built-ins (or
+//! those named with `--env`); one without a native build (Countdown, in Python) is measured
+//! sandboxed only, and one that needs a capability (the WebShop bridge) is skipped. Timing noise
+//! between runs is large on a shared machine, so only ratios within one run are meaningful.
 
 use ragen_gym_core::{Env, splitmix64};
 use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, WasmEnv};
@@ -20,16 +21,24 @@ pub struct EnvsArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Only these built-ins (repeatable; default: all).
+    #[arg(long = "env", value_name = "NAME")]
+    pub envs: Vec<String>,
+    /// The actions of a free-text env, drawn at random (repeatable; default `noop`).
+    #[arg(long = "action", value_name = "TEXT")]
+    pub actions: Vec<String>,
 }
 
 /// Steps/s of a random-action loop (only `step` calls are timed; episodes that end are reset
 /// untimed) and the mean `reset` time in µs.
-fn steps_per_second(env: &mut dyn Env, steps: u64) -> anyhow::Result<(f64, f64)> {
-    let names = env
-        .spec()
-        .action_names
-        .clone()
-        .unwrap_or_else(|| vec!["noop".into()]);
+fn steps_per_second(env: &mut dyn Env, steps: u64, text: &[String]) -> anyhow::Result<(f64, f64)> {
+    let names = env.spec().action_names.clone().unwrap_or_else(|| {
+        if text.is_empty() {
+            vec!["noop".into()]
+        } else {
+            text.to_vec()
+        }
+    });
     let mut rng = 1u64;
     let mut seed = 0u64;
     env.reset(seed)?;
@@ -65,26 +74,38 @@ fn fresh_instance_us(plugin: &Plugin, n: u32) -> anyhow::Result<f64> {
     Ok(start.elapsed().as_secs_f64() * 1e6 / f64::from(n.max(1)))
 }
 
-/// One built-in's row: steps/s natively, sandboxed with fuel and without, and the cost of a
-/// fresh instance with and without fuel.
+/// One built-in's row: steps/s natively (NaN without a native build), sandboxed with fuel and
+/// without, and the cost of a fresh instance with and without fuel; `None` for an env that
+/// needs a capability.
 fn measure(
     name: &str,
     wasm: &[u8],
-    native: &mut dyn Env,
+    native: Option<&mut (dyn Env + 'static)>,
     sandboxes: [&Sandbox; 2],
     args: &EnvsArgs,
-) -> anyhow::Result<serde_json::Value> {
+) -> anyhow::Result<Option<serde_json::Value>> {
     let label = format!("built-in {name}");
     let p_on = sandboxes[0].load_bytes(&label, wasm)?;
+    if !p_on.info().manifest.capabilities.http.is_empty() {
+        return Ok(None);
+    }
     let p_off = sandboxes[1].load_bytes(&label, wasm)?;
-    let (native_sps, native_reset) = steps_per_second(native, args.steps)?;
-    let (on_sps, on_reset) =
-        steps_per_second(&mut WasmEnv::new(&p_on, "", Grants::default())?, args.steps)?;
+    let text = &args.actions;
+    let (native_sps, native_reset) = match native {
+        Some(env) => steps_per_second(env, args.steps, text)?,
+        None => (f64::NAN, f64::NAN),
+    };
+    let (on_sps, on_reset) = steps_per_second(
+        &mut WasmEnv::new(&p_on, "", Grants::default())?,
+        args.steps,
+        text,
+    )?;
     let (off_sps, _) = steps_per_second(
         &mut WasmEnv::new(&p_off, "", Grants::default())?,
         args.steps,
+        text,
     )?;
-    Ok(serde_json::json!({
+    Ok(Some(serde_json::json!({
         "env": name,
         "native_steps_per_second": native_sps,
         "sandbox_fuel_steps_per_second": on_sps,
@@ -96,7 +117,7 @@ fn measure(
         "sandbox_fuel_reset_us": on_reset,
         "fresh_instance_fuel_us": fresh_instance_us(&p_on, args.instances)?,
         "fresh_instance_nofuel_us": fresh_instance_us(&p_off, args.instances)?,
-    }))
+    })))
 }
 
 /// The table's header and one row per env.
@@ -153,19 +174,22 @@ pub fn run(args: EnvsArgs) -> anyhow::Result<()> {
         print_header();
     }
     let mut rows = Vec::new();
-    // Every built-in with a native build, in registry order.
+    // The built-ins (or those named), in registry order.
     for builtin in ragen_gym_builtins::BUILTINS {
-        let Some(native) = builtin.native else {
+        if !args.envs.is_empty() && !args.envs.iter().any(|e| builtin.answers_to(e)) {
             continue;
-        };
-        let mut native_env = native("")?;
-        let row = measure(
+        }
+        let mut native_env = builtin.native.map(|native| native("")).transpose()?;
+        let Some(row) = measure(
             builtin.name,
             builtin.wasm,
-            native_env.as_mut(),
+            native_env.as_deref_mut(),
             [&fuel_on, &fuel_off],
             &args,
-        )?;
+        )?
+        else {
+            continue;
+        };
         if !args.json {
             print_row(&row);
         }
