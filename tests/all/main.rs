@@ -2,7 +2,9 @@
 //! shared with the unit tests live in `ragen_gym_starpo::testing` (feature `testing`); a helper
 //! shared by several modules here would go in this file.
 mod api_model;
+mod authors;
 mod builtin_envs;
+mod countdown;
 mod docs;
 mod learning;
 mod prefix_sharing;
