@@ -10,8 +10,10 @@
 //! The same code builds natively (the macros then generate no bindings, [`log`] is a no-op and
 //! [`http::fetch`] is refused), so it can be unit-tested and benchmarked without a WASM runtime.
 //!
-//! See the crate README (`sdk/README.md`) for a complete plugin in under 25 lines and the
-//! plugin author's guide in `docs/plugins.md`.
+//! See the crate README (`sdk/README.md`) for a complete plugin in under 25 lines, and the
+//! plugin author's guide, `docs/plugins.md` in the ragen-gym repository, for the contract, the
+//! determinism rules, limits, capabilities, versioning and `ragen-gym new` / `build` (which
+//! scaffolds and builds a plugin crate on this SDK).
 
 extern crate self as ragen_gym_sdk;
 
