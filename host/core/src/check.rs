@@ -22,6 +22,26 @@ pub struct CheckReport {
     pub failures: Vec<String>,
 }
 
+impl CheckReport {
+    /// A report with no checks run yet.
+    pub(crate) fn start() -> Self {
+        Self {
+            env_id: String::new(),
+            ok: false,
+            passed: vec![],
+            failures: vec![],
+        }
+    }
+
+    /// Record the outcome of the check `name`.
+    pub(crate) fn record(&mut self, name: &str, r: Result<(), String>) {
+        match r {
+            Ok(()) => self.passed.push(name.to_string()),
+            Err(e) => self.failures.push(format!("{name}: {e}")),
+        }
+    }
+}
+
 /// Seeds used by the checks.
 const SEEDS: [u64; 3] = [0, 1, 12345];
 
@@ -79,16 +99,7 @@ fn episode(env: &mut dyn Env, seed: u64, rng_seed: u64) -> Result<(String, Vec<S
 
 /// Check an env built by `make` (called several times: each check uses fresh envs).
 pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, EnvCallError>) -> CheckReport {
-    let mut report = CheckReport {
-        env_id: String::new(),
-        ok: false,
-        passed: vec![],
-        failures: vec![],
-    };
-    let outcome = |report: &mut CheckReport, name: &str, r: Result<(), String>| match r {
-        Ok(()) => report.passed.push(name.to_string()),
-        Err(e) => report.failures.push(format!("{name}: {e}")),
-    };
+    let mut report = CheckReport::start();
     let mut env = match make() {
         Ok(e) => e,
         Err(e) => {
@@ -97,7 +108,7 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, EnvCallError>) -
         }
     };
     report.env_id = env.spec().id.clone();
-    outcome(&mut report, "spec", check_spec(env.as_ref()));
+    report.record("spec", check_spec(env.as_ref()));
 
     // Reset determinism: same seed twice on one env, and on a second fresh env.
     let reset_det = (|| -> Result<(), String> {
@@ -122,7 +133,7 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, EnvCallError>) -
         }
         Ok(())
     })();
-    outcome(&mut report, "reset_determinism", reset_det);
+    report.record("reset_determinism", reset_det);
 
     // Step determinism: a seeded random action log replayed on two fresh envs.
     let step_det = (|| -> Result<(), String> {
@@ -144,7 +155,7 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, EnvCallError>) -
         }
         Ok(())
     })();
-    outcome(&mut report, "step_determinism", step_det);
+    report.record("step_determinism", step_det);
 
     // Limits: episodes end (terminated/truncated) or reach max_episode_steps without errors;
     // a step after the end is an env error or a handled no-op, never a plugin failure.
@@ -168,7 +179,7 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, EnvCallError>) -
             }
         }
     })();
-    outcome(&mut report, "limits", limits);
+    report.record("limits", limits);
     report.ok = report.failures.is_empty();
     report
 }

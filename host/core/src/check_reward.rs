@@ -78,16 +78,7 @@ fn fingerprint(r: &Result<RewardBreakdown, RewardError>) -> Result<String, Strin
 pub fn check_reward(
     mut make: impl FnMut() -> Result<Box<dyn RewardFunction>, String>,
 ) -> CheckReport {
-    let mut report = CheckReport {
-        env_id: String::new(),
-        ok: false,
-        passed: vec![],
-        failures: vec![],
-    };
-    let outcome = |report: &mut CheckReport, name: &str, r: Result<(), String>| match r {
-        Ok(()) => report.passed.push(name.to_string()),
-        Err(e) => report.failures.push(format!("{name}: {e}")),
-    };
+    let mut report = CheckReport::start();
     let mut first = match make() {
         Ok(f) => f,
         Err(e) => {
@@ -109,7 +100,7 @@ pub fn check_reward(
         }
         Ok(())
     })();
-    outcome(&mut report, "score", score);
+    report.record("score", score);
     let determinism = (|| -> Result<(), String> {
         let mut fresh = make()?;
         for (t, r) in probes.iter().zip(&scores) {
@@ -129,7 +120,7 @@ pub fn check_reward(
         }
         Ok(())
     })();
-    outcome(&mut report, "score_determinism", determinism);
+    report.record("score_determinism", determinism);
     report.ok = report.failures.is_empty();
     report
 }
