@@ -41,73 +41,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// [`LoadError::InvalidManifest`], [`LoadError::IncompatibleInterface`],
 /// [`LoadError::ForbiddenImport`], [`LoadError::MissingExport`].
 pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> {
-    let malformed = |reason: String| LoadError::Malformed {
-        name: name.to_string(),
-        reason,
-    };
-    let mut depth = 0usize;
-    let mut manifest_bytes: Option<&[u8]> = None;
-    let mut imports = Vec::new();
-    let mut exports = Vec::new();
-    let mut min_memory_bytes = 0u64;
-    for payload in Parser::new(0).parse_all(bytes) {
-        let payload = payload.map_err(|e| malformed(e.to_string()))?;
-        match payload {
-            Payload::Version { encoding, .. } => {
-                if depth == 0 && encoding != Encoding::Component {
-                    return Err(LoadError::NotAComponent {
-                        name: name.to_string(),
-                    });
-                }
-                depth += 1;
-            }
-            Payload::End(_) => depth = depth.saturating_sub(1),
-            Payload::CustomSection(section) if section.name() == MANIFEST_SECTION => {
-                if manifest_bytes.is_some() {
-                    return Err(LoadError::InvalidManifest {
-                        name: name.to_string(),
-                        reason: "more than one `ragen:plugin` section".into(),
-                    });
-                }
-                manifest_bytes = Some(section.data());
-            }
-            Payload::MemorySection(reader) => {
-                for memory in reader {
-                    let memory = memory.map_err(|e| malformed(e.to_string()))?;
-                    let page = 1u64 << memory.page_size_log2.unwrap_or(16);
-                    min_memory_bytes =
-                        min_memory_bytes.saturating_add(memory.initial.saturating_mul(page));
-                }
-            }
-            Payload::ComponentImportSection(reader) if depth == 1 => {
-                for import in reader {
-                    imports.push(
-                        import
-                            .map_err(|e| malformed(e.to_string()))?
-                            .name
-                            .name
-                            .to_string(),
-                    );
-                }
-            }
-            Payload::ComponentExportSection(reader) if depth == 1 => {
-                for export in reader {
-                    exports.push(
-                        export
-                            .map_err(|e| malformed(e.to_string()))?
-                            .name
-                            .name
-                            .to_string(),
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
-    if depth != 0 {
-        return Err(malformed("unexpected end of file".into()));
-    }
-    let raw = manifest_bytes.ok_or_else(|| LoadError::MissingManifest {
+    let scan = Scan::of(name, bytes)?;
+    let raw = scan.manifest.ok_or_else(|| LoadError::MissingManifest {
         name: name.to_string(),
     })?;
     let manifest: Manifest =
@@ -123,16 +58,93 @@ pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> 
             mismatch: e,
         }
     })?;
-    check_imports(&manifest, &imports)?;
-    check_exports(&manifest, &exports)?;
+    check_imports(&manifest, &scan.imports)?;
+    check_exports(&manifest, &scan.exports)?;
     Ok(PluginInfo {
         manifest,
         sha256: sha256_hex(bytes),
         size_bytes: bytes.len(),
-        min_memory_bytes,
-        imports,
-        exports,
+        min_memory_bytes: scan.min_memory_bytes,
+        imports: scan.imports,
+        exports: scan.exports,
     })
+}
+
+/// What one pass over a component's sections finds, before anything is checked.
+struct Scan<'a> {
+    /// The `ragen:plugin` custom section's bytes.
+    manifest: Option<&'a [u8]>,
+    /// The component's own (top-level) import names.
+    imports: Vec<String>,
+    /// The component's own (top-level) export names.
+    exports: Vec<String>,
+    /// The sum of every memory's initial size, in bytes.
+    min_memory_bytes: u64,
+}
+
+impl<'a> Scan<'a> {
+    /// Parse `bytes` (named `name` in errors) with wasmparser, collecting the scan's fields.
+    fn of(name: &str, bytes: &'a [u8]) -> Result<Self, LoadError> {
+        let malformed = |e: &dyn std::fmt::Display| LoadError::Malformed {
+            name: name.to_string(),
+            reason: e.to_string(),
+        };
+        let mut scan = Scan {
+            manifest: None,
+            imports: Vec::new(),
+            exports: Vec::new(),
+            min_memory_bytes: 0,
+        };
+        let mut depth = 0usize;
+        for payload in Parser::new(0).parse_all(bytes) {
+            match payload.map_err(|e| malformed(&e))? {
+                Payload::Version { encoding, .. } => {
+                    if depth == 0 && encoding != Encoding::Component {
+                        return Err(LoadError::NotAComponent {
+                            name: name.to_string(),
+                        });
+                    }
+                    depth += 1;
+                }
+                Payload::End(_) => depth = depth.saturating_sub(1),
+                Payload::CustomSection(section) if section.name() == MANIFEST_SECTION => {
+                    if scan.manifest.is_some() {
+                        return Err(LoadError::InvalidManifest {
+                            name: name.to_string(),
+                            reason: "more than one `ragen:plugin` section".into(),
+                        });
+                    }
+                    scan.manifest = Some(section.data());
+                }
+                Payload::MemorySection(reader) => {
+                    for memory in reader {
+                        let memory = memory.map_err(|e| malformed(&e))?;
+                        let page = 1u64 << memory.page_size_log2.unwrap_or(16);
+                        scan.min_memory_bytes = scan
+                            .min_memory_bytes
+                            .saturating_add(memory.initial.saturating_mul(page));
+                    }
+                }
+                Payload::ComponentImportSection(reader) if depth == 1 => {
+                    for import in reader {
+                        let import = import.map_err(|e| malformed(&e))?;
+                        scan.imports.push(import.name.name.to_string());
+                    }
+                }
+                Payload::ComponentExportSection(reader) if depth == 1 => {
+                    for export in reader {
+                        let export = export.map_err(|e| malformed(&e))?;
+                        scan.exports.push(export.name.name.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+        if depth != 0 {
+            return Err(malformed(&"unexpected end of file"));
+        }
+        Ok(scan)
+    }
 }
 
 fn validate_manifest(name: &str, m: &Manifest) -> Result<(), LoadError> {

@@ -195,6 +195,8 @@ impl Shop {
         }
     }
 
+    /// Dispatch one request to its endpoint (`web_agent_site/envs/web_agent_text_env.py`'s
+    /// server routes: create, reset, step, close and the read-only views).
     fn route(
         &self,
         state: &mut ShopState,
@@ -204,117 +206,83 @@ impl Shop {
         body: &[u8],
         now: Instant,
     ) -> Result<RouteResponse, RouteResponse> {
-        let query_env = || -> Result<i64, RouteResponse> {
-            query
-                .split('&')
-                .find_map(|kv| kv.strip_prefix("env_idx="))
-                .and_then(|v| v.parse::<i64>().ok())
-                .ok_or_else(|| {
-                    RouteResponse::err(422, "query parameter `env_idx` (int) is required")
-                })
-        };
-        let json_body = || -> Result<Value, RouteResponse> {
-            serde_json::from_slice(body)
-                .map_err(|e| RouteResponse::err(422, format!("request body is not JSON: {e}")))
-        };
-        let body_env = |v: &Value| -> Result<i64, RouteResponse> {
-            v.get("env_idx")
-                .and_then(Value::as_i64)
-                .ok_or_else(|| RouteResponse::err(422, "body field `env_idx` (int) is required"))
-        };
-        {
-            let missing = |id: i64| RouteResponse::err(404, format!("env {id} does not exist"));
-            match (method, path) {
-                ("GET", "/") => Ok(RouteResponse::ok(json!("ok"))),
-                ("GET", "/list_envs") => Ok(RouteResponse::ok(json!(
-                    state.envs.keys().collect::<Vec<_>>()
-                ))),
-                ("POST", "/create") => {
-                    if state.envs.len() >= self.limits.max_sessions.max(1) {
-                        let lru = state
-                            .envs
-                            .iter()
-                            .min_by_key(|(_, s)| s.last_used)
-                            .map(|(&id, _)| id);
-                        if let Some(lru) = lru {
-                            state.envs.remove(&lru);
-                            state.expired += 1;
-                            tracing::info!(
-                                env = lru,
-                                "closed the least recently used webshop session at the cap"
-                            );
-                        }
-                    }
-                    let mut id;
-                    loop {
-                        id = env_id(state.created);
-                        state.created += 1;
-                        if !state.envs.contains_key(&id) {
-                            break;
-                        }
-                    }
-                    let goal = self.next_seedless_goal(state);
-                    let env = ShopEnv::new(self.catalog.clone(), self.index.clone(), goal);
-                    state.envs.insert(
-                        id,
-                        Session {
-                            env,
-                            last_used: now,
-                        },
-                    );
-                    Ok(RouteResponse::ok(json!(id)))
-                }
-                ("POST", "/reset") => {
-                    let v = json_body()?;
-                    let id = body_env(&v)?;
-                    let goal = match v.get("session_id") {
-                        None | Some(Value::Null) => self.next_seedless_goal(state),
-                        Some(s) => s.as_u64().ok_or_else(|| {
-                            RouteResponse::err(
-                                422,
-                                "body field `session_id` must be a non-negative int or null",
-                            )
-                        })?,
-                    };
-                    let session = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
-                    session.last_used = now;
-                    Ok(RouteResponse::ok(json!([session.env.reset(goal), null])))
-                }
-                ("POST", "/step") => {
-                    let v = json_body()?;
-                    let id = body_env(&v)?;
-                    let action = v.get("action").and_then(Value::as_str).ok_or_else(|| {
-                        RouteResponse::err(422, "body field `action` (string) is required")
-                    })?;
-                    let session = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
-                    session.last_used = now;
-                    let out = session.env.step(action);
-                    Ok(RouteResponse::ok(json!({
-                        "state": out.state, "reward": out.reward, "done": out.done, "info": out.info,
-                    })))
-                }
-                ("POST", "/close") => {
-                    let id = body_env(&json_body()?)?;
-                    state.envs.remove(&id).ok_or_else(|| missing(id))?;
-                    Ok(RouteResponse::ok(json!(true)))
-                }
-                ("GET", "/available_actions" | "/observation" | "/instruction_text" | "/state") => {
-                    let id = query_env()?;
-                    let session = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
-                    session.last_used = now;
-                    let env = &session.env;
-                    Ok(RouteResponse::ok(match path {
-                        "/available_actions" => json!(env.available_actions()),
-                        "/observation" => json!(env.observation()),
-                        "/instruction_text" => json!(env.instruction_text()),
-                        _ => json!({
-                            "url": env.url(), "html": env.observation(), "instruction_text": env.instruction_text(),
-                        }),
-                    }))
-                }
-                _ => Err(RouteResponse::err(404, format!("no route {method} {path}"))),
+        match (method, path) {
+            ("GET", "/") => Ok(RouteResponse::ok(json!("ok"))),
+            ("GET", "/list_envs") => Ok(RouteResponse::ok(json!(
+                state.envs.keys().collect::<Vec<_>>()
+            ))),
+            ("POST", "/create") => Ok(RouteResponse::ok(json!(self.create(state, now)))),
+            ("POST", "/reset") => self.reset(state, &json_body(body)?, now),
+            ("POST", "/step") => step(state, &json_body(body)?, now),
+            ("POST", "/close") => {
+                let id = body_env(&json_body(body)?)?;
+                state.envs.remove(&id).ok_or_else(|| missing(id))?;
+                Ok(RouteResponse::ok(json!(true)))
+            }
+            ("GET", "/available_actions" | "/observation" | "/instruction_text" | "/state") => {
+                view(state, path, query_env(query)?, now)
+            }
+            _ => Err(RouteResponse::err(404, format!("no route {method} {path}"))),
+        }
+    }
+
+    /// `POST /create`: a new session (the least recently used one is closed at the cap).
+    fn create(&self, state: &mut ShopState, now: Instant) -> i64 {
+        if state.envs.len() >= self.limits.max_sessions.max(1) {
+            let lru = state
+                .envs
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(&id, _)| id);
+            if let Some(lru) = lru {
+                state.envs.remove(&lru);
+                state.expired += 1;
+                tracing::info!(
+                    env = lru,
+                    "closed the least recently used webshop session at the cap"
+                );
             }
         }
+        let mut id;
+        loop {
+            id = env_id(state.created);
+            state.created += 1;
+            if !state.envs.contains_key(&id) {
+                break;
+            }
+        }
+        let goal = self.next_seedless_goal(state);
+        let env = ShopEnv::new(self.catalog.clone(), self.index.clone(), goal);
+        state.envs.insert(
+            id,
+            Session {
+                env,
+                last_used: now,
+            },
+        );
+        id
+    }
+
+    /// `POST /reset {env_idx, session_id}`: the goal `session_id`, or the next seedless one.
+    fn reset(
+        &self,
+        state: &mut ShopState,
+        v: &Value,
+        now: Instant,
+    ) -> Result<RouteResponse, RouteResponse> {
+        let id = body_env(v)?;
+        let goal = match v.get("session_id") {
+            None | Some(Value::Null) => self.next_seedless_goal(state),
+            Some(s) => s.as_u64().ok_or_else(|| {
+                RouteResponse::err(
+                    422,
+                    "body field `session_id` must be a non-negative int or null",
+                )
+            })?,
+        };
+        let session = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
+        session.last_used = now;
+        Ok(RouteResponse::ok(json!([session.env.reset(goal), null])))
     }
 
     fn next_seedless_goal(&self, state: &mut ShopState) -> u64 {
@@ -322,6 +290,68 @@ impl Shop {
         state.seedless_resets += 1;
         g
     }
+}
+
+/// `POST /step {env_idx, action}`: one action in the session.
+fn step(state: &mut ShopState, v: &Value, now: Instant) -> Result<RouteResponse, RouteResponse> {
+    let id = body_env(v)?;
+    let action = v
+        .get("action")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RouteResponse::err(422, "body field `action` (string) is required"))?;
+    let session = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
+    session.last_used = now;
+    let out = session.env.step(action);
+    Ok(RouteResponse::ok(json!({
+        "state": out.state, "reward": out.reward, "done": out.done, "info": out.info,
+    })))
+}
+
+/// `GET /available_actions`, `/observation`, `/instruction_text` or `/state` of session `id`.
+fn view(
+    state: &mut ShopState,
+    path: &str,
+    id: i64,
+    now: Instant,
+) -> Result<RouteResponse, RouteResponse> {
+    let session = state.envs.get_mut(&id).ok_or_else(|| missing(id))?;
+    session.last_used = now;
+    let env = &session.env;
+    Ok(RouteResponse::ok(match path {
+        "/available_actions" => json!(env.available_actions()),
+        "/observation" => json!(env.observation()),
+        "/instruction_text" => json!(env.instruction_text()),
+        _ => json!({
+            "url": env.url(), "html": env.observation(), "instruction_text": env.instruction_text(),
+        }),
+    }))
+}
+
+/// The 404 of a session that does not exist.
+fn missing(id: i64) -> RouteResponse {
+    RouteResponse::err(404, format!("env {id} does not exist"))
+}
+
+/// The `env_idx` query parameter.
+fn query_env(query: &str) -> Result<i64, RouteResponse> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("env_idx="))
+        .and_then(|v| v.parse::<i64>().ok())
+        .ok_or_else(|| RouteResponse::err(422, "query parameter `env_idx` (int) is required"))
+}
+
+/// The request body as JSON.
+fn json_body(body: &[u8]) -> Result<Value, RouteResponse> {
+    serde_json::from_slice(body)
+        .map_err(|e| RouteResponse::err(422, format!("request body is not JSON: {e}")))
+}
+
+/// The body's `env_idx` field.
+fn body_env(v: &Value) -> Result<i64, RouteResponse> {
+    v.get("env_idx")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| RouteResponse::err(422, "body field `env_idx` (int) is required"))
 }
 
 /// A running WebShop server: worker threads answering HTTP requests with a [`Shop`].
@@ -452,205 +482,4 @@ fn serve(server: &tiny_http::Server, shop: &Shop, stop: &AtomicBool) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn post(shop: &Shop, path: &str, body: Value) -> (u16, Value) {
-        let r = shop.handle("POST", path, body.to_string().as_bytes());
-        (r.status, serde_json::from_str(&r.body).unwrap())
-    }
-
-    fn get(shop: &Shop, url: &str) -> (u16, Value) {
-        let r = shop.handle("GET", url, b"");
-        (r.status, serde_json::from_str(&r.body).unwrap())
-    }
-
-    #[test]
-    fn agentgym_routes_and_shapes() {
-        let shop = Shop::new(Catalog::embedded());
-        assert_eq!(get(&shop, "/"), (200, json!("ok")));
-        let (s, id) = post(&shop, "/create", Value::Null);
-        assert_eq!(s, 200);
-        let id = id.as_i64().unwrap();
-        assert!((0..=MAX_ENV_ID as i64).contains(&id));
-        assert_eq!(get(&shop, "/list_envs"), (200, json!([id])));
-
-        let instr = &shop.catalog().goals[3].instruction_text;
-        let (s, reset) = post(&shop, "/reset", json!({"env_idx": id, "session_id": 3}));
-        assert_eq!(s, 200);
-        assert_eq!(
-            reset,
-            json!([
-                format!("WebShop [SEP] Instruction: [SEP] {instr} [SEP] Search"),
-                null
-            ])
-        );
-        assert_eq!(
-            get(&shop, &format!("/available_actions?env_idx={id}")),
-            (
-                200,
-                json!({"has_search_bar": true, "clickables": ["search"]})
-            )
-        );
-        assert_eq!(
-            get(&shop, &format!("/instruction_text?env_idx={id}")),
-            (200, json!(format!("Instruction: {instr}")))
-        );
-
-        let (s, step) = post(
-            &shop,
-            "/step",
-            json!({"env_idx": id, "action": "search[tee]"}),
-        );
-        assert_eq!(s, 200);
-        assert_eq!(step["reward"], json!(0.0));
-        assert_eq!(step["done"], json!(false));
-        assert_eq!(step["info"], Value::Null);
-        assert_eq!(
-            get(&shop, &format!("/observation?env_idx={id}")).1,
-            step["state"]
-        );
-        let (_, state) = get(&shop, &format!("/state?env_idx={id}"));
-        assert_eq!(
-            state["instruction_text"],
-            json!(format!("Instruction: {instr}"))
-        );
-
-        // Errors: unknown env 404, bad body 422, both in FastAPI's {"detail": ...} shape.
-        let (s, e) = post(&shop, "/step", json!({"env_idx": id + 1, "action": "x"}));
-        assert_eq!(s, 404);
-        assert!(e["detail"].as_str().unwrap().contains("does not exist"));
-        assert_eq!(shop.handle("POST", "/step", b"{not json").status, 422);
-        assert_eq!(
-            post(&shop, "/reset", json!({"env_idx": id, "session_id": -1})).0,
-            422
-        );
-        assert_eq!(get(&shop, "/available_actions").0, 422);
-        assert_eq!(
-            post(&shop, "/close", json!({"env_idx": id})),
-            (200, json!(true))
-        );
-        assert_eq!(get(&shop, "/list_envs"), (200, json!([])));
-    }
-
-    #[test]
-    fn goal_indices_wrap_and_ids_are_deterministic() {
-        let a = Shop::new(Catalog::embedded());
-        let b = Shop::new(Catalog::embedded());
-        let ids_a: Vec<Value> = (0..3).map(|_| post(&a, "/create", Value::Null).1).collect();
-        let ids_b: Vec<Value> = (0..3).map(|_| post(&b, "/create", Value::Null).1).collect();
-        assert_eq!(ids_a, ids_b);
-        let n = a.catalog().goals.len() as u64;
-        let id = ids_a[0].clone();
-        let r1 = post(&a, "/reset", json!({"env_idx": id, "session_id": 5})).1;
-        let r2 = post(
-            &a,
-            "/reset",
-            json!({"env_idx": id, "session_id": 5 + 2 * n}),
-        )
-        .1;
-        assert_eq!(r1, r2);
-    }
-
-    #[test]
-    fn env_ids_are_never_reused() {
-        let ids: std::collections::HashSet<i64> = (0..200_000).map(env_id).collect();
-        assert_eq!(ids.len(), 200_000);
-        assert!(ids.iter().all(|&id| (0..=MAX_ENV_ID as i64).contains(&id)));
-        // The stride is a unit modulo MAX_ENV_ID + 1, so the map is a permutation.
-        let (mut a, mut b) = (ENV_ID_STRIDE, MAX_ENV_ID + 1);
-        while b != 0 {
-            (a, b) = (b, a % b);
-        }
-        assert_eq!(a, 1);
-    }
-
-    #[test]
-    fn idle_sessions_close_and_the_cap_closes_the_least_recently_used() {
-        let limits = SessionLimits {
-            idle_timeout: Duration::from_secs(10),
-            max_sessions: 3,
-        };
-        let shop = Shop::with_limits(Catalog::embedded(), limits);
-        let t0 = Instant::now();
-        let at = |s: u64| t0 + Duration::from_secs(s);
-        let create = |s| {
-            let r = shop.handle_at("POST", "/create", b"", at(s));
-            r.body.parse::<i64>().unwrap()
-        };
-        let reset = |id: i64, s| {
-            let body = json!({"env_idx": id, "session_id": 0}).to_string();
-            shop.handle_at("POST", "/reset", body.as_bytes(), at(s))
-                .status
-        };
-        let (a, b) = (create(0), create(1));
-        // `a` stays in use; `b` is left alone past the idle timeout.
-        assert_eq!(reset(a, 9), 200);
-        assert_eq!(reset(a, 18), 200);
-        assert_eq!(reset(b, 11), 404, "idle for 10 s");
-        assert_eq!(shop.expired_count(), 1);
-        // At the cap of 3, a 4th session closes the least recently used (c, used at 19).
-        let c = create(19);
-        let d = create(20);
-        assert_eq!(reset(a, 21), 200);
-        let e = create(22);
-        assert_eq!(reset(c, 23), 404, "least recently used at the cap");
-        assert_eq!((reset(d, 23), reset(e, 23)), (200, 200));
-        let listed = shop.handle_at("GET", "/list_envs", b"", at(23)).body;
-        let mut want = vec![a, d, e];
-        want.sort_unstable();
-        assert_eq!(listed, json!(want).to_string());
-        // Everything idles out; the count goes back to zero.
-        assert_eq!(shop.handle_at("GET", "/list_envs", b"", at(40)).body, "[]");
-        assert_eq!(shop.expired_count(), 5);
-    }
-
-    /// A minimal HTTP/1.1 exchange over a std socket, to check the server end to end.
-    fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let status = out[9..12].parse().unwrap();
-        let body = out.split_once("\r\n\r\n").unwrap().1.to_string();
-        (status, body)
-    }
-
-    #[test]
-    fn serves_over_http_and_stops() {
-        let server = WebShopServer::start(Catalog::embedded(), "127.0.0.1:0").unwrap();
-        let addr = server.addr();
-        let (s, id) = http(addr, "POST", "/create", "");
-        assert_eq!(s, 200);
-        let (s, obs) = http(
-            addr,
-            "POST",
-            "/reset",
-            &format!(r#"{{"env_idx":{id},"session_id":0}}"#),
-        );
-        assert_eq!(s, 200);
-        assert!(
-            obs.starts_with(r#"["WebShop [SEP] Instruction: [SEP] "#),
-            "{obs}"
-        );
-        server.stop();
-        // tiny_http closes its listener from its own accept thread once the server is dropped,
-        // which can lag `stop()` by a moment on a loaded machine: poll for up to 5 s.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        let mut closed = false;
-        while std::time::Instant::now() < deadline {
-            if std::net::TcpStream::connect(addr).is_err() {
-                closed = true;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        assert!(closed, "listener still open 5 s after stop");
-    }
-}
+mod tests;
