@@ -238,9 +238,12 @@ pub(crate) struct Plan {
 }
 
 /// Step 4 of [`PrefixCache::plan`]: among the rows without a segment of their own (`rows`),
-/// those after the same cached part (`cuts`) whose remaining prompts (`rest`) start alike share
-/// that start, at least [`MIN_SHARED`] tokens and one token short of each, as a new segment;
-/// their `parent` and `rest` move past it. Returns the shared segments with their tokens.
+/// those after the same cached part (`cuts`) share every common start of their remaining prompts
+/// (`rest`), as a tree of segments (a radix tree, as in SGLang's RadixAttention): the part all
+/// of a set of rows share is one segment, and the rows that share more below it branch off into
+/// child segments. A shared part has at least [`MIN_SHARED`] tokens and leaves each row at least
+/// one token of its own. The rows' `parent` and `rest` move past their shared parts. Returns the
+/// shared segments with their tokens, every parent before its children.
 fn share_common_starts(
     store: &mut SegStore,
     cuts: &[Option<(SegId, usize)>],
@@ -253,38 +256,66 @@ fn share_common_starts(
     for i in (0..rows.len()).filter(|&i| rows[i].is_none()) {
         by_base.entry(cuts[i]).or_default().push(i);
     }
-    for (key, mut members) in by_base {
+    for (base, mut members) in by_base {
         members.sort_by(|&a, &b| rest[a].cmp(rest[b]));
+        let mut tree = Tree {
+            store: &mut *store,
+            rest: &mut *rest,
+            parent: &mut *parent,
+            seqs: &mut seqs,
+        };
+        tree.share(base, &members);
+    }
+    seqs
+}
+
+/// The state of [`share_common_starts`] while it builds one tree.
+struct Tree<'a, 'r> {
+    store: &'a mut SegStore,
+    rest: &'a mut [&'r [u32]],
+    parent: &'a mut [Option<(SegId, usize)>],
+    seqs: &'a mut Vec<(SegId, Vec<u32>)>,
+}
+
+impl<'r> Tree<'_, 'r> {
+    /// Tokens rows `a` and `b` can share: their common prefix, leaving each one token.
+    fn shareable(&self, a: usize, b: usize) -> usize {
+        let (x, y) = (self.rest[a], self.rest[b]);
+        lcp(x, y).min(x.len() - 1).min(y.len() - 1)
+    }
+
+    /// Share the common starts of `members` (sorted by their rest), which continue `base`: each
+    /// maximal run of neighbours sharing at least [`MIN_SHARED`] tokens gets a segment of the
+    /// part the whole run shares (in sorted order, the least shared by neighbours), and the run
+    /// is shared again below it.
+    fn share(&mut self, base: Option<(SegId, usize)>, members: &[usize]) {
         let mut start = 0;
         while start < members.len() {
-            // The longest run from `start` whose common part stays >= MIN_SHARED, each
-            // member keeping one token of its own.
-            let mut common = rest[members[start]].len() - 1;
+            let mut common = usize::MAX;
             let mut end = start + 1;
             while end < members.len() {
-                let next = rest[members[end]];
-                let c = lcp(rest[members[end - 1]], next)
-                    .min(common)
-                    .min(next.len() - 1);
+                let c = self.shareable(members[end - 1], members[end]);
                 if c < MIN_SHARED {
                     break;
                 }
-                common = c;
+                common = common.min(c);
                 end += 1;
             }
             if end - start >= 2 {
-                let shared = rest[members[start]][..common].to_vec();
-                let seg = store.alloc(key, common);
-                for &m in &members[start..end] {
-                    parent[m] = Some((seg, common));
-                    rest[m] = &rest[m][common..];
+                let run = &members[start..end];
+                let shared = self.rest[run[0]][..common].to_vec();
+                let seg = self.store.alloc(base, common);
+                for &m in run {
+                    let r: &'r [u32] = self.rest[m];
+                    self.parent[m] = Some((seg, common));
+                    self.rest[m] = &r[common..];
                 }
-                seqs.push((seg, shared));
+                self.seqs.push((seg, shared));
+                self.share(Some((seg, common)), run);
             }
             start = end;
         }
     }
-    seqs
 }
 
 /// Length of the common prefix of two token slices.
@@ -495,4 +526,4 @@ impl PrefixCache {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -162,6 +162,20 @@ pub(crate) fn sample_chunked(
     if b == 0 || params.max_new_tokens == 0 {
         return Ok(empty_samples(b));
     }
+    let (first, mut step) = padded_session(model, tokenizer, prompts, prefill_score_bytes)?;
+    decode(first, b, params, tokenizer, constraint, &mut *step)
+}
+
+/// The model side of the padded sampler: prompts left-padded into one batch and prefilled in
+/// row chunks, then a [`KvCache`] decoded one token per step. Returns the logits of every row's
+/// first new token and the [`Step`] that feeds the next ones.
+pub(crate) fn padded_session(
+    model: &LlamaModel,
+    tokenizer: &Tokenizer,
+    prompts: &[Vec<u32>],
+    prefill_score_bytes: usize,
+) -> Result<(Tensor, Box<Step<'static>>)> {
+    let b = prompts.len();
     // Matrices in the compute dtype once (a bf16 copy on CUDA), not at every decode step.
     let model = model.inference_view()?;
     let cfg = model.config().clone();
@@ -192,7 +206,7 @@ pub(crate) fn sample_chunked(
         cache.append_rows(part)?;
     }
     let first = model.lm_logits(&Tensor::cat(&last, 0)?)?;
-    let mut step = |keep: Option<&[u32]>, next: Vec<u32>| -> Result<Tensor> {
+    let step = move |keep: Option<&[u32]>, next: Vec<u32>| -> Result<Tensor> {
         if let Some(keep) = keep {
             cache.select_rows(keep)?;
             key_valid = keep
@@ -208,16 +222,17 @@ pub(crate) fn sample_chunked(
         let hidden = model.forward_hidden(&input, &mask, Some(&mut cache))?;
         model.lm_logits(&hidden.squeeze(1)?)
     };
-    decode(first, b, params, tokenizer, constraint, &mut step)
+    Ok((first, Box::new(step)))
 }
 
 /// [`sample_constrained`] with prefix caching (`docs/benchmarks.md`, "`bench iteration`"):
 /// prompt parts that rows of this call share, or that an earlier call on `cache` already encoded
 /// (the history of a multi-turn trajectory), are not prefilled again; each row's keys and values
-/// are read in place from
-/// the shared and cached segments ([`crate::prefix_cache`]). With the same seed the samples are
-/// those of [`sample_constrained`] (up to float rounding of the logits: same tokens but in
-/// ties of probability ~1e-6). Fused CPU f32 models only; on other devices and dtypes this is
+/// are read in place from the shared and cached segments ([`crate::prefix_cache`]). The
+/// distributions sampled from are those of [`sample_constrained`] up to float rounding (per-token
+/// log-probs within 1e-4 on the default model, `tests::real_model`), so with the same seed the
+/// samples are the same except where a uniform draw falls within that rounding of the boundary
+/// between two tokens. Fused CPU f32 models only; on other devices and dtypes this is
 /// [`sample_constrained`] and `cache` is not used.
 ///
 /// # Errors
@@ -238,8 +253,25 @@ pub fn sample_cached(
     if b == 0 || params.max_new_tokens == 0 {
         return Ok(empty_samples(b));
     }
+    let (first, rows, mut step) = cached_session(model, prompts, params.max_new_tokens, cache)?;
+    let out = decode(first, b, params, tokenizer, constraint, &mut *step);
+    drop(step);
+    cache.finish(&rows);
+    out
+}
+
+/// The model side of the cached sampler: `prompts` planned on `cache` (room for `max_new`
+/// tokens per row), their new parts prefilled packed, then one token per row and step. Returns
+/// the logits of every row's first new token, the rows' own segments (for
+/// [`PrefixCache::finish`] once the [`Step`] is dropped) and the step.
+pub(crate) fn cached_session<'c>(
+    model: &LlamaModel,
+    prompts: &[Vec<u32>],
+    max_new: usize,
+    cache: &'c mut PrefixCache,
+) -> Result<(Tensor, Vec<SegId>, Box<Step<'c>>)> {
     let model = model.detached();
-    let plan = cache.plan(model.config(), prompts, params.max_new_tokens);
+    let plan = cache.plan(model.config(), prompts, max_new);
     let store = cache.store_mut();
     // Prefill in chunks of whole sequences (shared segments before the rows that read them).
     let rows_at: Vec<usize> = plan.rows.iter().map(|r| r.1).collect();
@@ -268,9 +300,9 @@ pub fn sample_cached(
         start = end;
     }
     let first = model.lm_logits(&Tensor::cat(&last, 0)?)?;
-    let mut leaves: Vec<SegId> = plan.rows.iter().map(|r| r.0).collect();
-    let all = leaves.clone();
-    let mut step = |keep: Option<&[u32]>, next: Vec<u32>| -> Result<Tensor> {
+    let rows: Vec<SegId> = plan.rows.iter().map(|r| r.0).collect();
+    let mut leaves = rows.clone();
+    let step = move |keep: Option<&[u32]>, next: Vec<u32>| -> Result<Tensor> {
         if let Some(keep) = keep {
             leaves = keep.iter().map(|&i| leaves[i as usize]).collect();
         }
@@ -283,9 +315,7 @@ pub fn sample_cached(
         let hidden = model.forward_packed(store, &seqs, &want)?;
         model.lm_logits(&hidden)
     };
-    let out = decode(first, b, params, tokenizer, constraint, &mut step);
-    cache.finish(&all);
-    out
+    Ok((first, rows, Box::new(step)))
 }
 
 /// New tokens of one packed prefill forward (whole sequences; one longer sequence goes alone).
@@ -294,7 +324,7 @@ const PREFILL_TOKENS: usize = 4096;
 /// The model side of a decode loop: given the rows to keep (indices into the active rows, when
 /// some finished) and the token chosen for each kept row, the logits `[rows, V]` of their next
 /// tokens.
-type Step<'a> = dyn FnMut(Option<&[u32]>, Vec<u32>) -> Result<Tensor> + 'a;
+pub(crate) type Step<'a> = dyn FnMut(Option<&[u32]>, Vec<u32>) -> Result<Tensor> + 'a;
 
 /// The token-choice loop shared by both samplers: `first` holds the logits `[b, V]` of every
 /// row's first new token; rows leave when they stop.

@@ -1,16 +1,84 @@
 //! Prefix caching (`docs/benchmarks.md`, "`bench iteration`"): sampling with shared and cached
 //! prefixes gives the tokens of sampling without them, on a tiny random model, several env groups,
 //! several turns, calls that split groups, histories that do not extend the sampled tokens
-//! exactly, constrained decoding, and a memory cap that forces the fallback.
+//! exactly, constrained decoding, and a memory cap that forces the fallback; common starts are
+//! shared across groups as a tree; and teacher forcing ([`forced_logprobs`]) gives the same
+//! per-token log-probs through both samplers' model sides.
 
 use std::sync::Arc;
 
+use candle_core::Tensor;
+
 use crate::constrain::{ActionGrammar, ActionIndex, Constraint, Thinking};
+use crate::sampling::{Step, cached_session, log_softmax, padded_session};
 use crate::tests::{tiny_cfg, tiny_loaded};
 use crate::{
     LlamaModel, Message, ModelConfig, PrefixCache, Sample, SamplingParams, Tokenizer,
     sample_cached, sample_constrained,
 };
+
+/// Teacher forcing through a sampler's model side (`first`, the logits of each row's first new
+/// token, and `step`, from [`padded_session`] or [`cached_session`]): the log-prob at
+/// temperature 1 of each row's `tokens` (non-empty), fed one per step as decoding feeds sampled
+/// tokens (a row's last token is not fed).
+pub(crate) fn forced_logprobs(
+    first: Tensor,
+    tokens: &[Vec<u32>],
+    step: &mut Step<'_>,
+) -> Vec<Vec<f32>> {
+    assert!(tokens.iter().all(|t| !t.is_empty()), "nothing to force");
+    let mut out: Vec<Vec<f32>> = vec![Vec::new(); tokens.len()];
+    let mut active: Vec<usize> = (0..tokens.len()).collect();
+    let mut logits = first;
+    loop {
+        let rows: Vec<Vec<f32>> = logits.to_vec2().unwrap();
+        for (&r, row) in active.iter().zip(&rows) {
+            let t = tokens[r][out[r].len()];
+            out[r].push(log_softmax(row)[t as usize]);
+        }
+        let keep: Vec<u32> = (0..active.len())
+            .filter(|&i| out[active[i]].len() < tokens[active[i]].len())
+            .map(|i| i as u32)
+            .collect();
+        if keep.is_empty() {
+            return out;
+        }
+        let all = keep.len() == active.len();
+        active = keep.iter().map(|&i| active[i as usize]).collect();
+        let next = active
+            .iter()
+            .map(|&r| tokens[r][out[r].len() - 1])
+            .collect();
+        logits = step((!all).then_some(&keep[..]), next).unwrap();
+    }
+}
+
+/// Per-token log-probs of `tokens` after `prompts` through the padded sampler's model side and
+/// through the cached one on `cache` (which keeps its entries for a later turn).
+pub(crate) fn forced_both(
+    model: &LlamaModel,
+    tok: &Tokenizer,
+    prompts: &[Vec<u32>],
+    tokens: &[Vec<u32>],
+    cache: &mut PrefixCache,
+) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let (first, mut step) = padded_session(model, tok, prompts, 1 << 30).unwrap();
+    let padded = forced_logprobs(first, tokens, &mut *step);
+    let max_new = tokens.iter().map(Vec::len).max().unwrap_or(0);
+    let (first, rows, mut step) = cached_session(model, prompts, max_new, cache).unwrap();
+    let cached = forced_logprobs(first, tokens, &mut *step);
+    drop(step);
+    cache.finish(&rows);
+    (padded, cached)
+}
+
+/// The largest |a - b| over every token of every row.
+pub(crate) fn max_abs_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    a.iter()
+        .zip(b)
+        .flat_map(|(x, y)| x.iter().zip(y).map(|(p, q)| (p - q).abs()))
+        .fold(0.0, f32::max)
+}
 
 /// How a multi-turn rollout is sampled.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -196,4 +264,96 @@ fn cached_sampling_keeps_each_rows_constraint() {
         .filter(|k| **k == crate::TokenKind::Forced)
         .count();
     assert!(forced > 0, "the constraint forced no token");
+}
+
+/// Prompts of `groups` groups of `size` identical rows: a common instruction, then a group's own
+/// state (the shape of RAGEN's env groups; Bandit's differ only in the arm order).
+fn grouped_prompts(tok: &Tokenizer, groups: usize, size: usize) -> Vec<Vec<u32>> {
+    (0..groups * size)
+        .map(|i| {
+            let user = format!(
+                "Pick one of two arms; the reward is paid at once. State: group {} of many.",
+                i / size
+            );
+            tok.encode_chat(&[Message::system("You play."), Message::user(user)], true)
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn common_starts_are_shared_across_groups_as_a_tree() {
+    // 3 groups of 4: the instruction up to the group number is common to all 12 rows, the rest
+    // of a group's prompt to its 4 rows. Each part is prefilled once: the common part, then per
+    // group its own part less its last token, then one token per row.
+    let loaded = tiny_loaded(tiny_cfg(), 47);
+    let model = loaded.frozen_model().unwrap();
+    let tok = &loaded.tokenizer;
+    let prompts = grouped_prompts(tok, 3, 4);
+    let len = prompts[0].len();
+    let common = prompts[0]
+        .iter()
+        .zip(&prompts[4])
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(common > 20 && prompts.iter().all(|p| p.len() == len));
+    let mut cache = PrefixCache::new(1 << 30);
+    let params = SamplingParams {
+        temperature: 1.0,
+        max_new_tokens: 6,
+        seed: 5,
+        ..Default::default()
+    };
+    let cached = sample_cached(&model, tok, &prompts, &params, None, &mut cache).unwrap();
+    let st = cache.stats();
+    assert_eq!(st.prompt_tokens, (12 * len) as u64);
+    assert_eq!(
+        st.prefilled_tokens,
+        (common + 3 * (len - common - 1) + 12) as u64
+    );
+    let padded = sample_constrained(&model, tok, &prompts, &params, None).unwrap();
+    for (row, (a, b)) in padded.iter().zip(&cached).enumerate() {
+        assert_eq!(a.tokens, b.tokens, "row {row}");
+    }
+}
+
+#[test]
+fn teacher_forced_logprobs_agree_with_and_without_sharing() {
+    // The same token sequences through the padded sampler and through the cached one (shared
+    // starts across groups in turn 1, then each row continuing its turn-1 entry in turn 2):
+    // equal per-token log-probs up to float rounding.
+    for cfg in [tiny_cfg(), qwen_cfg()] {
+        let loaded = tiny_loaded(cfg, 53);
+        let model = loaded.frozen_model().unwrap();
+        let tok = &loaded.tokenizer;
+        let mut prompts = grouped_prompts(tok, 2, 3);
+        let tokens: Vec<Vec<u32>> = (0..prompts.len())
+            .map(|i| {
+                (0..5 + i as u32)
+                    .map(|j| 40 + (7 * i as u32 + j) % 50)
+                    .collect()
+            })
+            .collect();
+        let mut cache = PrefixCache::new(1 << 30);
+        let (a, b) = forced_both(&model, tok, &prompts, &tokens, &mut cache);
+        assert!(
+            max_abs_diff(&a, &b) < 1e-5,
+            "turn 1: {}",
+            max_abs_diff(&a, &b)
+        );
+        for (i, p) in prompts.iter_mut().enumerate() {
+            p.extend(&tokens[i]);
+            let obs = format!("Reward: 0.{i}\nTurn 2: row {i}");
+            p.extend(tok.encode_chat(&[Message::user(obs)], true).unwrap());
+        }
+        let before = cache.stats();
+        let (a, b) = forced_both(&model, tok, &prompts, &tokens, &mut cache);
+        assert!(
+            max_abs_diff(&a, &b) < 1e-5,
+            "turn 2: {}",
+            max_abs_diff(&a, &b)
+        );
+        let st = cache.stats();
+        assert!(st.reused_tokens > before.reused_tokens, "{st:?}");
+    }
 }

@@ -87,6 +87,85 @@ fn cached_sampling_gives_the_tokens_of_padded_sampling() {
     assert!(st.prefilled_tokens * 5 < st.prompt_tokens * 3, "{st:?}");
 }
 
+/// A Bandit-shaped first-turn prompt (RAGEN's layout, `docs/ragen-semantics.md` §3) with the
+/// arms in the given order.
+fn bandit_prompt(tok: &Tokenizer, first: &str, second: &str) -> Vec<u32> {
+    let user = format!(
+        "You are playing a bandit game. Goal: maximize your total reward by choosing which arm \
+         to pull. Game rules: 1. There are 2 arms. 2. Each arm has its own reward distribution. \
+         You have 1 action left. Always output: <answer> [your answer] </answer> with no extra \
+         text. Max response length: 16 words (tokens).\nTurn 1:\nState:\nYou stand before two \
+         slot machines, one called {first} and one called {second}. You may pull one of them, \
+         once. Each machine has its own payout distribution, and its name is a hint about how it \
+         behaves: think about what the names suggest, then pull the machine you expect to pay \
+         more on average. Reply with the machine's name as <answer> NAME </answer>, for example \
+         <answer> {first} </answer>.\nYou have 1 actions left."
+    );
+    let mut ids = tok
+        .encode_chat(
+            &[
+                Message::system("You are a helpful assistant."),
+                Message::user(user),
+            ],
+            true,
+        )
+        .unwrap();
+    ids.extend(tok.encode("<answer>").unwrap());
+    ids
+}
+
+/// Prefix sharing (`docs/benchmarks.md`, "`bench iteration`") on the real model, by teacher
+/// forcing: the tokens the padded sampler drew at temperature 1 for 8 Bandit-shaped prompts (two
+/// arm orders, so the rows share a start across groups), then a second turn continuing each
+/// row's history, fed through the padded sampler's model side and through the cached one. The
+/// per-token log-probs agree within 1e-4: the two paths compute the same distributions, and a
+/// sampled token can differ only where the uniform draw falls within that rounding of a boundary
+/// between two tokens.
+#[test]
+fn teacher_forced_logprobs_with_and_without_prefix_sharing_agree() {
+    use crate::prefix_cache::tests::{forced_both, max_abs_diff};
+    let m = loaded();
+    let tok = &m.tokenizer;
+    let policy = Policy::new(&m, Trainable::Full, 0).unwrap();
+    let model = policy.sampler();
+    let mut prompts: Vec<Vec<u32>> = (0..8)
+        .map(|i| match i % 2 {
+            0 => bandit_prompt(tok, "Dragon", "Phoenix"),
+            _ => bandit_prompt(tok, "Phoenix", "Dragon"),
+        })
+        .collect();
+    let params = SamplingParams {
+        temperature: 1.0,
+        max_new_tokens: 16,
+        seed: 11,
+        ..Default::default()
+    };
+    let mut cache = crate::PrefixCache::new(1 << 30);
+    let mut worst = Vec::new();
+    for turn in 0..2 {
+        let drawn = sample(&model, tok, &prompts, &params).unwrap();
+        let tokens: Vec<Vec<u32>> = drawn.iter().map(|s| s.tokens.clone()).collect();
+        let (padded, cached) = forced_both(&model, tok, &prompts, &tokens, &mut cache);
+        // Teacher forcing through the padded side reproduces the sampler's own log-probs.
+        let own: Vec<Vec<f32>> = drawn.iter().map(|s| s.logprobs.clone()).collect();
+        assert!(max_abs_diff(&own, &padded) < 1e-5, "turn {turn}");
+        worst.push(max_abs_diff(&padded, &cached));
+        for (p, s) in prompts.iter_mut().zip(&drawn) {
+            p.extend(&s.tokens);
+            let next = format!(
+                "Reward:\n0.1\nTurn {}:\nState:\nPhoenix: 0.1 points",
+                turn + 2
+            );
+            p.extend(tok.encode_chat(&[Message::user(next)], true).unwrap());
+        }
+    }
+    let st = cache.stats();
+    eprintln!("max |delta logp| per turn: {worst:?}; {st:?}");
+    assert!(worst.iter().all(|w| *w < 1e-4), "{worst:?}");
+    // Turn 1 shares the common start and each order's rest; turn 2 continues each row's entry.
+    assert!(st.prefilled_tokens * 5 < st.prompt_tokens, "{st:?}");
+}
+
 #[test]
 fn tokenizer_matches_the_hugging_face_chatml_ids_and_round_trips() {
     let m = loaded();
