@@ -10,7 +10,7 @@
 
 use ragen_gym_core::{Env, EnvCallError, EnvSpec, ResetResult, StepResult};
 use ragen_gym_policy as pol;
-use ragen_gym_starpo::advantages::{Estimates, Scorers, estimate};
+use ragen_gym_starpo::advantages::{Estimates, Scorers, ScoringPasses, estimate};
 use ragen_gym_starpo::batch::TrainSample;
 use ragen_gym_starpo::batch::tensors::{rows_of, token_batch};
 use ragen_gym_starpo::update::{UpdateModels, update};
@@ -112,7 +112,7 @@ fn learning_config(model: &Path, extra: &str) -> Config {
              [es_manager.val]\nenv_groups = 32\ngroup_size = 1\n\
              [agent_proxy]\nmax_turn = 1\nmax_actions_per_turn = 1\nmax_actions_per_traj = 1\nenable_think = false\n\
              [rollout]\nresponse_length = 8\nconstrained_actions = true\nrollout_filter_ratio = 1.0\n\
-             [actor]\nactor_lr = 1e-2\nppo_mini_batch_size = 16\nmicro_batch_size = 16\n\
+             [actor]\nactor_lr = 1e-2\nppo_mini_batch_size = 16\nmicro_batch_size = 16\nkl_after_update_freq = 1\n\
              [critic]\ncritic_lr = 1e-2\n\
              [model]\nlora_rank = 0\n",
             "the learnability config",
@@ -353,6 +353,7 @@ fn one_update(trainable: pol::Trainable, adv: f32) -> (f64, f64) {
     cfg.actor.grad_clip = 1e9;
     cfg.actor.ppo_mini_batch_size = 1;
     cfg.actor.micro_batch_size = 1;
+    cfg.actor.kl_after_update_freq = 1;
     let mut opt = pol::AdamW::new(
         policy.params(),
         pol::AdamWConfig {
@@ -450,7 +451,11 @@ fn gae_through_the_trainer_gives_return_minus_value() {
         pad_id: tok.im_end_id(),
     };
     let mut m = Metrics::new();
-    let est = estimate(&cfg, &scorers, &samples, &mut m, &mut |_| {}).unwrap();
+    let passes = ScoringPasses {
+        old_logp: true,
+        values: true,
+    };
+    let est = estimate(&cfg, &scorers, &samples, passes, &mut m, &mut |_| {}).unwrap();
     let mut raw = Vec::new();
     for (i, (s, r)) in samples.iter().zip([1.0f32, 0.0]).enumerate() {
         for j in (0..s.loss_mask.len()).filter(|&j| s.loss_mask[j] > 0.0) {

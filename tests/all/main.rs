@@ -12,6 +12,7 @@ mod python_plugin;
 mod registry;
 mod replay;
 mod sandbox_hostile;
+mod scoring_from_update;
 mod servers;
 mod starpo;
 mod webshop;

@@ -11,14 +11,14 @@ use std::path::Path;
 
 /// Three turns; the observation names the reset seed and echoes the action, the reward is the
 /// action's length modulo 2 (so groups differ and advantages are not all zero).
-struct Echo {
+pub(crate) struct Echo {
     spec: EnvSpec,
     seed: u64,
     turn: u32,
 }
 
 impl Echo {
-    fn boxed() -> Box<dyn Env> {
+    pub(crate) fn boxed() -> Box<dyn Env> {
         Box::new(Self {
             spec: EnvSpec {
                 id: "test/Echo-v0".into(),

@@ -269,15 +269,57 @@ pub struct Scorers<'a> {
     pub pad_id: u32,
 }
 
-/// Score `samples` in micro-batches of `actor.micro_batch_size` (old log-probs, reference
-/// log-probs, values), then compute the advantages (`docs/ragen-semantics.md` §1 steps 4 and 5).
-/// Adds `rollout/old_log_prob`, `rollout/ref_log_prob`, `timing_s/old_log_prob`,
-/// `timing_s/adv` and the stats of [`advantages`]. `on_progress` gets the samples scored so far.
+/// Which scoring passes run before the update (`docs/ragen-semantics.md` §1 step 4). A pass
+/// that does not run is taken from the update's own forward (`trainer.scoring_from_update`):
+/// the actor's old log-probs when the actor takes one optimiser step this iteration (PPO's ratio
+/// is then exactly 1), the critic's old values when the critic takes one. Both need rewards that
+/// do not depend on them, so a KL penalty in the reward keeps the passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScoringPasses {
+    /// Score the old log-probs with the actor before the update.
+    pub old_logp: bool,
+    /// Score the old values with the critic before the update (runs with a critic).
+    pub values: bool,
+}
+
+#[cfg(feature = "trainer")]
+impl ScoringPasses {
+    /// The passes of iteration `iteration` (1-based) over `samples` kept samples.
+    pub fn for_update(cfg: &crate::config::Config, samples: usize, iteration: u32) -> Self {
+        let one_step = cfg.actor.ppo_epochs == 1 && samples <= cfg.actor.ppo_mini_batch_size;
+        let reuse = cfg.trainer.scoring_from_update && one_step && !cfg.algorithm.use_kl_in_reward;
+        Self {
+            old_logp: !(reuse && crate::update::actor_updates_at(cfg, iteration)),
+            values: !reuse,
+        }
+    }
+}
+
+/// `rollout/old_log_prob` (the mean old log-prob over the trained tokens) and verl's
+/// `training/rollout_probs_diff_*` ([`rollout_probs_diff`]), from the old log-probs of `samples`.
+#[cfg(feature = "trainer")]
+pub fn old_logp_metrics(samples: &[TrainSample], old_logp: &[Vec<f32>], m: &mut Metrics) {
+    m.insert(
+        "rollout/old_log_prob".into(),
+        masked_mean_rows(old_logp, samples),
+    );
+    m.extend(rollout_probs_diff(samples, old_logp));
+}
+
+/// Score `samples` in micro-batches of `actor.micro_batch_size` with the scorers `passes` asks
+/// for (old log-probs, values) and the reference, then compute the advantages
+/// (`docs/ragen-semantics.md` §1 steps 4 and 5), unless they need values the update's critic
+/// forward will supply (GAE without the values pass: `advantages` is then empty and
+/// [`crate::update::update`] computes them). Adds `timing_s/old_log_prob`,
+/// `rollout/ref_log_prob`, [`old_logp_metrics`] when the old log-probs were scored, and
+/// `timing_s/adv` and the stats of [`advantages`] when they were computed. `on_progress` gets the
+/// samples scored so far.
 #[cfg(feature = "trainer")]
 pub fn estimate(
     cfg: &crate::config::Config,
     scorers: &Scorers<'_>,
     samples: &[TrainSample],
+    passes: ScoringPasses,
     m: &mut Metrics,
     on_progress: &mut dyn FnMut(usize),
 ) -> ragen_gym_policy::Result<Estimates> {
@@ -285,45 +327,72 @@ pub fn estimate(
     use ragen_gym_policy as pol;
     let t = std::time::Instant::now();
     let (mut old_logp, mut ref_logp, mut values) = (Vec::new(), Vec::new(), Vec::new());
-    for chunk in samples.chunks(cfg.actor.micro_batch_size) {
-        let refs: Vec<&TrainSample> = chunk.iter().collect();
-        let batch = token_batch(&refs, scorers.pad_id)?;
-        old_logp.extend(rows_of(
-            &pol::score(scorers.actor, &batch)?.logprobs,
-            &refs,
-        )?);
-        if let Some(r) = scorers.reference {
-            ref_logp.extend(rows_of(&pol::score(r, &batch)?.logprobs, &refs)?);
+    let critic = scorers.critic.filter(|_| passes.values);
+    if passes.old_logp || scorers.reference.is_some() || critic.is_some() {
+        let mut scored = 0;
+        for chunk in samples.chunks(cfg.actor.micro_batch_size) {
+            let refs: Vec<&TrainSample> = chunk.iter().collect();
+            let batch = token_batch(&refs, scorers.pad_id)?;
+            if passes.old_logp {
+                let lp = pol::score(scorers.actor, &batch)?.logprobs;
+                old_logp.extend(rows_of(&lp, &refs)?);
+            }
+            if let Some(r) = scorers.reference {
+                ref_logp.extend(rows_of(&pol::score(r, &batch)?.logprobs, &refs)?);
+            }
+            if let Some(c) = critic {
+                let v = c.values(&batch)?.detach();
+                values.extend(rows_of(&v.narrow(1, 0, batch.seq_len() - 1)?, &refs)?);
+            }
+            scored += chunk.len();
+            on_progress(scored);
         }
-        if let Some(c) = scorers.critic {
-            let v = c.values(&batch)?.detach();
-            values.extend(rows_of(&v.narrow(1, 0, batch.seq_len() - 1)?, &refs)?);
-        }
-        on_progress(old_logp.len());
     }
     m.insert("timing_s/old_log_prob".into(), t.elapsed().as_secs_f64());
-    m.insert(
-        "rollout/old_log_prob".into(),
-        masked_mean_rows(&old_logp, samples),
-    );
+    if passes.old_logp {
+        old_logp_metrics(samples, &old_logp, m);
+    }
     if !ref_logp.is_empty() {
         m.insert(
             "rollout/ref_log_prob".into(),
             masked_mean_rows(&ref_logp, samples),
         );
     }
-    m.extend(rollout_probs_diff(samples, &old_logp));
-    let t = std::time::Instant::now();
-    let (advantages, returns) =
-        advantages(&cfg.algorithm, samples, &old_logp, &ref_logp, &values, m);
-    m.insert("timing_s/adv".into(), t.elapsed().as_secs_f64());
-    Ok(Estimates {
+    let mut est = Estimates {
         old_logp,
         ref_logp,
         values,
-        advantages,
-        returns,
-    })
+        ..Estimates::default()
+    };
+    if scorers.critic.is_none() || passes.values {
+        est.estimate_advantages(&cfg.algorithm, samples, m);
+    }
+    Ok(est)
+}
+
+impl Estimates {
+    /// Fill `advantages` and `returns` from the rewards, the values and (for a KL penalty in the
+    /// reward) the old and reference log-probs; adds `timing_s/adv` and the stats of
+    /// [`advantages`].
+    pub fn estimate_advantages(
+        &mut self,
+        alg: &AlgorithmConfig,
+        samples: &[TrainSample],
+        m: &mut Metrics,
+    ) {
+        let t = std::time::Instant::now();
+        let (adv, returns) = advantages(
+            alg,
+            samples,
+            &self.old_logp,
+            &self.ref_logp,
+            &self.values,
+            m,
+        );
+        self.advantages = adv;
+        self.returns = returns;
+        m.insert("timing_s/adv".into(), t.elapsed().as_secs_f64());
+    }
 }
 
 #[cfg(test)]

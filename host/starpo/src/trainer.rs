@@ -8,7 +8,7 @@
 mod collect;
 
 use crate::action_constraint::action_constraint;
-use crate::advantages::estimate;
+use crate::advantages::{ScoringPasses, estimate};
 use crate::batch::TrainSample;
 use crate::config::Config;
 use crate::error::TrainError;
@@ -195,10 +195,12 @@ impl Trainer {
             ev.phase(it, Phase::LogProbs, samples.len());
             let actor = self.models.policy.sampler();
             let scorers = self.models.scorers(&actor);
+            let passes = ScoringPasses::for_update(&self.cfg, samples.len(), it);
             let est = estimate(
                 &self.cfg,
                 &scorers,
                 &samples,
+                passes,
                 &mut m,
                 &mut ev.progress(it, Phase::LogProbs),
             )?;

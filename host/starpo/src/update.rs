@@ -4,16 +4,16 @@
 //! micro-batches of `micro_batch_size` (each loss divided by the number of micro-batches), clip
 //! the gradient norm and take one optimiser step. Both use [`accumulate_and_step`].
 
-use crate::advantages::Estimates;
-use crate::advantages::kl_estimate;
+mod steps;
+
+use crate::advantages::{Estimates, old_logp_metrics};
 use crate::batch::TrainSample;
-use crate::batch::tensors::{pad_rows, rows_of, token_batch};
-use crate::config::{Config, KlType, WarmupStyle};
-use crate::losses::{ClipParams, kl_tensor, masked_mean, policy_loss, value_loss};
+use crate::config::{Config, WarmupStyle};
 use crate::metrics::Metrics;
 use ragen_gym_policy::{self as pol, Tensor};
 use std::collections::BTreeMap;
 use std::time::Instant;
+use steps::{UpdateBatch, kl_after_update};
 
 /// The models and optimisers an update changes.
 pub struct UpdateModels<'a> {
@@ -100,83 +100,6 @@ pub fn accumulate_and_step(
     Ok(norm)
 }
 
-/// One micro-batch's scores and rows for the actor's loss.
-struct ActorInputs<'a> {
-    /// New log-probs (backpropagating).
-    logp: &'a Tensor,
-    /// Entropy per position (backpropagating).
-    entropy: &'a Tensor,
-    /// The loss mask.
-    mask: &'a Tensor,
-    /// Old log-probs.
-    old_logp: &'a Tensor,
-    /// Advantages.
-    advantages: &'a Tensor,
-    /// Reference log-probs, when the run has a reference.
-    ref_logp: Option<&'a Tensor>,
-}
-
-/// The actor's loss on one micro-batch (verl `dp_actor.py::update_policy`): the PPO clipped
-/// surrogate, token-mean over the micro-batch's mask, minus `entropy_coeff` times the masked mean
-/// entropy, plus `kl_loss_coef` times the masked mean KL to the reference with `use_kl_loss`.
-/// The diagnostics (`actor/pg_loss`, `pg_clipfrac`, `pg_clipfrac_lower`, `ppo_kl`,
-/// `entropy_loss`, `kl_loss`) go into `means`.
-fn actor_loss(cfg: &Config, x: &ActorInputs<'_>, means: &mut Means) -> pol::Result<Tensor> {
-    let clip = ClipParams {
-        low: cfg.actor.clip_ratio_low,
-        high: cfg.actor.clip_ratio_high,
-        dual: cfg.actor.clip_ratio_c,
-    };
-    let pl = policy_loss(x.logp, x.old_logp, x.advantages, x.mask, clip)?;
-    let entropy = masked_mean(x.entropy, x.mask)?;
-    let mut loss = (&pl.pg_loss - (&entropy * cfg.actor.entropy_coeff)?)?;
-    if let Some(r) = x.ref_logp.filter(|_| cfg.actor.use_kl_loss) {
-        let kl = masked_mean(&kl_tensor(x.logp, r, cfg.actor.kl_loss_type)?, x.mask)?;
-        means.add("actor/kl_loss", f64::from(kl.to_scalar::<f32>()?));
-        loss = (loss + (kl * cfg.actor.kl_loss_coef)?)?;
-    }
-    means.add("actor/pg_loss", f64::from(pl.pg_loss.to_scalar::<f32>()?));
-    means.add("actor/pg_clipfrac", f64::from(pl.pg_clipfrac));
-    means.add("actor/pg_clipfrac_lower", f64::from(pl.pg_clipfrac_lower));
-    means.add("actor/ppo_kl", f64::from(pl.ppo_kl));
-    means.add("actor/entropy_loss", f64::from(entropy.to_scalar::<f32>()?));
-    Ok(loss)
-}
-
-/// A micro-batch as model input: its padded tokens and its per-position rows as tensors.
-struct MicroBatch<'a> {
-    batch: pol::TokenBatch,
-    indices: &'a [usize],
-    device: &'a pol::Device,
-}
-
-impl<'a> MicroBatch<'a> {
-    fn new(
-        samples: &[TrainSample],
-        indices: &'a [usize],
-        pad_id: u32,
-        device: &'a pol::Device,
-    ) -> pol::Result<Self> {
-        let refs: Vec<&TrainSample> = indices.iter().map(|&i| &samples[i]).collect();
-        Ok(Self {
-            batch: token_batch(&refs, pad_id)?,
-            indices,
-            device,
-        })
-    }
-
-    /// Scored positions per row.
-    fn width(&self) -> usize {
-        self.batch.seq_len() - 1
-    }
-
-    /// `rows[i]` of this micro-batch's samples as a `[B, width]` tensor.
-    fn rows(&self, rows: &[Vec<f32>]) -> pol::Result<Tensor> {
-        let picked: Vec<&[f32]> = self.indices.iter().map(|&i| rows[i].as_slice()).collect();
-        pad_rows(&picked, self.width(), self.device)
-    }
-}
-
 /// The schedule of a learning rate `lr` over `total` updates, as verl builds it
 /// (`fsdp_workers.py::_build_model_optimizer`): `int(warmup_ratio × total)` warm-up updates.
 pub fn schedule(lr: f64, warmup_ratio: f64, style: WarmupStyle, total: u32) -> pol::LrSchedule {
@@ -214,8 +137,20 @@ impl LearningRates {
 /// actor, for iteration `iteration` (1-based; RAGEN `agent_trainer.py::fit` updates the actor
 /// when `critic_warmup <= global_steps`). Adds verl's `actor/*` and `critic/*` loss diagnostics
 /// (means over micro-batches), `actor/grad_norm`, `critic/grad_norm` (means over steps), the
-/// learning rates and `timing_s/update_{critic,actor}`. `on_progress` gets the actor
-/// micro-batches done.
+/// learning rates and `timing_s/update_{critic,actor}`, and `actor/kl_after_update` on the
+/// iterations `actor.kl_after_update_freq` divides. `on_progress` gets the actor micro-batches
+/// done.
+///
+/// Estimates that [`crate::advantages::estimate`] left to the update
+/// ([`crate::advantages::ScoringPasses`]) come from its own forwards, which needs the update to be
+/// one optimiser step: empty `old_logp` are the actor's forward detached, empty `values` the
+/// critic's (and then the GAE advantages and returns follow from them before the actor's step);
+/// the metrics that the scoring pass would have added ([`old_logp_metrics`], the stats of
+/// [`crate::advantages::advantages`]) are added here. Returns the estimates the update used, so
+/// completed.
+///
+/// # Errors
+/// Model errors; estimates missing from an update of several optimiser steps.
 pub fn update(
     cfg: &Config,
     models: UpdateModels<'_>,
@@ -224,7 +159,7 @@ pub fn update(
     iteration: u32,
     m: &mut Metrics,
     on_progress: &mut dyn FnMut(usize),
-) -> pol::Result<()> {
+) -> pol::Result<Estimates> {
     let lr = LearningRates::at(cfg, iteration);
     let update_actor = actor_updates_at(cfg, iteration);
     let UpdateModels {
@@ -232,10 +167,20 @@ pub fn update(
         actor_opt,
         mut critic,
     } = models;
+    let mut est = est.clone();
+    let old_from_forward = update_actor && est.old_logp.is_empty();
+    let one_step = cfg.actor.ppo_epochs == 1 && samples.len() <= cfg.actor.ppo_mini_batch_size;
+    if (old_from_forward || (critic.is_some() && est.values.is_empty())) && !one_step {
+        return Err(pol::PolicyError::InvalidArgument {
+            name: "estimates",
+            reason: "old log-probs and values come from the update's forward only when it is one \
+                     optimiser step"
+                .into(),
+        });
+    }
     let batch = UpdateBatch {
         cfg,
         samples,
-        est,
         masks: samples.iter().map(|s| s.loss_mask.clone()).collect(),
         pad_id: policy.tokenizer().im_end_id(),
         device: policy.model().device().clone(),
@@ -248,9 +193,13 @@ pub fn update(
             // Critic first (RAGEN / verl order).
             if let Some((c, opt)) = &mut critic {
                 let t = Instant::now();
-                let norm = batch.critic_step(c, opt, lr.critic, mb, &mut means)?;
+                let norm = batch.critic_step(c, opt, lr.critic, mb, &mut est, &mut means)?;
                 means.add("critic/grad_norm", norm);
                 t_critic += t.elapsed().as_secs_f64();
+            }
+            if est.advantages.is_empty() {
+                // GAE on the values of the critic's forward.
+                est.estimate_advantages(&cfg.algorithm, samples, m);
             }
             if update_actor {
                 let t = Instant::now();
@@ -258,15 +207,26 @@ pub fn update(
                     done += 1;
                     on_progress(done);
                 };
-                let norm =
-                    batch.actor_step(policy, actor_opt, lr.actor, mb, &mut means, &mut on_micro)?;
+                let norm = batch.actor_step(
+                    policy,
+                    actor_opt,
+                    lr.actor,
+                    mb,
+                    &mut est,
+                    &mut means,
+                    &mut on_micro,
+                )?;
                 means.add("actor/grad_norm", norm);
                 t_actor += t.elapsed().as_secs_f64();
             }
         }
     }
     means.into_metrics(m);
-    if update_actor {
+    if old_from_forward {
+        old_logp_metrics(samples, &est.old_logp, m);
+    }
+    let freq = cfg.actor.kl_after_update_freq;
+    if update_actor && freq > 0 && iteration.is_multiple_of(freq) {
         let t = Instant::now();
         let micro = cfg.actor.micro_batch_size;
         let kl = kl_after_update(
@@ -285,134 +245,7 @@ pub fn update(
     }
     m.insert("timing_s/update_critic".into(), t_critic);
     m.insert("timing_s/update_actor".into(), t_actor);
-    Ok(())
-}
-
-/// What every optimiser step of one update reads: the samples, their estimates and loss masks,
-/// and how to pad them for the model.
-struct UpdateBatch<'a> {
-    cfg: &'a Config,
-    samples: &'a [TrainSample],
-    est: &'a Estimates,
-    /// Each sample's loss mask (the rows of the value loss).
-    masks: Vec<Vec<f32>>,
-    pad_id: u32,
-    device: pol::Device,
-}
-
-impl UpdateBatch<'_> {
-    /// One critic step on mini-batch `mb` (verl `dp_critic.py::update_critic`): the clipped
-    /// value loss per micro-batch; `critic/vf_loss`, `vf_clipfrac` and `vpred_mean` go into
-    /// `means`. Returns the gradient norm.
-    fn critic_step(
-        &self,
-        critic: &pol::Critic,
-        opt: &mut pol::AdamW,
-        lr: f64,
-        mb: &[usize],
-        means: &mut Means,
-    ) -> pol::Result<f64> {
-        let cfg = self.cfg;
-        let micro = cfg.actor.micro_batch_size;
-        accumulate_and_step(
-            critic.params(),
-            opt,
-            lr,
-            cfg.critic.grad_clip,
-            mb,
-            micro,
-            |mc| {
-                let b = MicroBatch::new(self.samples, mc, self.pad_id, &self.device)?;
-                let mask = b.rows(&self.masks)?;
-                let vpred = critic.values(&b.batch)?.narrow(1, 0, b.width())?;
-                let vl = value_loss(
-                    &vpred,
-                    &b.rows(&self.est.values)?,
-                    &b.rows(&self.est.returns)?,
-                    &mask,
-                    cfg.critic.cliprange_value,
-                )?;
-                means.add("critic/vf_loss", f64::from(vl.vf_loss.to_scalar::<f32>()?));
-                means.add("critic/vf_clipfrac", f64::from(vl.vf_clipfrac));
-                let vpred_mean = masked_mean(&vpred, &mask)?.to_scalar::<f32>()?;
-                means.add("critic/vpred_mean", f64::from(vpred_mean));
-                Ok(vl.vf_loss)
-            },
-        )
-    }
-
-    /// One actor step on mini-batch `mb` (verl `dp_actor.py::update_policy`): [`actor_loss`]
-    /// per micro-batch, each reported to `on_micro` when done. Returns the gradient norm.
-    fn actor_step(
-        &self,
-        policy: &pol::Policy,
-        opt: &mut pol::AdamW,
-        lr: f64,
-        mb: &[usize],
-        means: &mut Means,
-        on_micro: &mut dyn FnMut(),
-    ) -> pol::Result<f64> {
-        let (cfg, est) = (self.cfg, self.est);
-        let micro = cfg.actor.micro_batch_size;
-        accumulate_and_step(
-            policy.params(),
-            opt,
-            lr,
-            cfg.actor.grad_clip,
-            mb,
-            micro,
-            |mc| {
-                let b = MicroBatch::new(self.samples, mc, self.pad_id, &self.device)?;
-                let sc = pol::score(policy.model(), &b.batch)?;
-                let refs = if est.ref_logp.is_empty() {
-                    None
-                } else {
-                    Some(b.rows(&est.ref_logp)?)
-                };
-                let inputs = ActorInputs {
-                    logp: &sc.logprobs,
-                    entropy: &sc.entropy,
-                    mask: &sc.mask,
-                    old_logp: &b.rows(&est.old_logp)?,
-                    advantages: &b.rows(&est.advantages)?,
-                    ref_logp: refs.as_ref(),
-                };
-                let loss = actor_loss(cfg, &inputs, means)?;
-                on_micro();
-                Ok(loss)
-            },
-        )
-    }
-}
-
-/// `actor/kl_after_update`: how far the update moved the policy on its own batch, the k3
-/// estimate of KL(pi_old || pi_new) (`exp(new - old) - (new - old) - 1`, never negative, 0 only
-/// where the two agree) averaged over the trained tokens, with `new` scored after the last
-/// optimiser step. verl's `actor/ppo_kl` is measured before each mini-batch's step, so it is
-/// identically 0 with one mini-batch per update; this one is not.
-fn kl_after_update(
-    model: &pol::LlamaModel,
-    samples: &[TrainSample],
-    old_logp: &[Vec<f32>],
-    micro: usize,
-    pad_id: u32,
-) -> pol::Result<f64> {
-    let (mut sum, mut n) = (0.0f64, 0usize);
-    let idx: Vec<usize> = (0..samples.len()).collect();
-    for mc in idx.chunks(micro) {
-        let refs: Vec<&TrainSample> = mc.iter().map(|&i| &samples[i]).collect();
-        let batch = token_batch(&refs, pad_id)?;
-        let new = rows_of(&pol::score(model, &batch)?.logprobs, &refs)?;
-        for (&i, row) in mc.iter().zip(&new) {
-            for ((lp, old), w) in row.iter().zip(&old_logp[i]).zip(&samples[i].loss_mask) {
-                if *w > 0.0 {
-                    sum += f64::from(kl_estimate(*old, *lp, KlType::K3));
-                    n += 1;
-                }
-            }
-        }
-    }
-    Ok(if n == 0 { 0.0 } else { sum / n as f64 })
+    Ok(est)
 }
 
 /// Whether iteration `iteration` (1-based) updates the actor: from `trainer.critic_warmup` on
@@ -434,6 +267,7 @@ pub fn actor_micro_batches(cfg: &Config, samples: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::steps::{ActorInputs, actor_loss};
     use super::*;
     use ragen_gym_policy::{DType, Device, Var};
 

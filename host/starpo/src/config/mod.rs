@@ -100,6 +100,7 @@ pub struct TrainerConfig {
     pub online_k: u32,
     pub critic_warmup: u32,
     pub log_trajectories: u32,
+    pub scoring_from_update: bool,
 }
 
 /// `[seed]`.
@@ -303,6 +304,7 @@ pub struct ActorConfig {
     pub kl_loss_type: KlType,
     pub grad_clip: f64,
     pub weight_decay: f64,
+    pub kl_after_update_freq: u32,
 }
 
 /// The learning-rate schedule after warm-up (verl `optim.warmup_style`, from
