@@ -8,6 +8,22 @@
 use ragen_gym_sdk::{EnvError, parse_config};
 use serde::{Deserialize, Serialize};
 
+/// What a pull pays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Payout {
+    /// A draw from the arm's distribution (RAGEN): the high arm pays `hi_arm_hiscore` with
+    /// probability `hi_arm_hiscore_prob`, else `hi_arm_loscore`.
+    #[default]
+    Sampled,
+    /// The arm's expected payout, `p * hi_arm_hiscore + (1 - p) * hi_arm_loscore` for the high
+    /// arm (a ragen-gym option, not RAGEN's): the Rao-Blackwellised reward, `E[reward | arm]`.
+    /// Without a reward filter the expected policy gradient is the same as with sampled payouts
+    /// and only the payout noise is gone; `success` (the high arm was picked) does not change.
+    /// It changes what the reward is, so it is opt-in (README, "Learning on a laptop").
+    Expected,
+}
+
 /// Configuration of one Bandit env (the plugin's config JSON).
 ///
 /// RAGEN's `BanditTest` tag is `{"lo_arm_name": "Trader", "hi_arm_name": "Librarian"}`.
@@ -26,6 +42,8 @@ pub struct BanditConfig {
     pub hi_arm_hiscore: f64,
     /// Probability that the high arm wins, in [0, 1].
     pub hi_arm_hiscore_prob: f64,
+    /// What a pull pays: a draw (`"sampled"`, RAGEN) or the arm's mean (`"expected"`).
+    pub payout: Payout,
 }
 
 impl Default for BanditConfig {
@@ -37,11 +55,18 @@ impl Default for BanditConfig {
             hi_arm_loscore: 0.0,
             hi_arm_hiscore: 1.0,
             hi_arm_hiscore_prob: 0.25,
+            payout: Payout::Sampled,
         }
     }
 }
 
 impl BanditConfig {
+    /// The high arm's expected payout, `p * hi_arm_hiscore + (1 - p) * hi_arm_loscore`.
+    pub fn hi_arm_mean(&self) -> f64 {
+        let p = self.hi_arm_hiscore_prob;
+        p * self.hi_arm_hiscore + (1.0 - p) * self.hi_arm_loscore
+    }
+
     /// Parse and validate a config JSON object (`""` means the defaults).
     ///
     /// # Errors
@@ -134,5 +159,21 @@ mod tests {
         assert!(err(r#"{"hi_arm_name":"phoenix"}"#).contains("hi_arm_name"));
         assert!(err(r#"{"lo_arm_name":""}"#).contains("lo_arm_name"));
         assert!(err(r#"{"lo_arm_name":"a||b"}"#).contains("lo_arm_name"));
+        assert!(err(r#"{"payout":"mean"}"#).contains("payout"));
+    }
+
+    #[test]
+    fn payout_is_sampled_unless_asked() {
+        assert_eq!(BanditConfig::from_json("").unwrap().payout, Payout::Sampled);
+        let expected = BanditConfig::from_json(r#"{"payout":"expected"}"#).unwrap();
+        assert_eq!(expected.payout, Payout::Expected);
+        // RAGEN's arms: 0.25 * 1.0 + 0.75 * 0.0
+        assert_eq!(expected.hi_arm_mean(), 0.25);
+        let worse = BanditConfig::from_json(
+            r#"{"hi_arm_hiscore":2.0,"hi_arm_loscore":-0.5,"hi_arm_hiscore_prob":0.1}"#,
+        )
+        .unwrap();
+        // 0.1 * 2.0 + 0.9 * -0.5 = -0.25
+        assert!((worse.hi_arm_mean() + 0.25).abs() < 1e-12);
     }
 }

@@ -4,14 +4,15 @@
 //! `reset(seed)` seeds a `ChaCha8Rng` and swaps the listed arm order with probability 0.5; the
 //! single `step` pulls the named arm: the low arm pays `lo_arm_score`, the high arm
 //! `hi_arm_hiscore` with probability `hi_arm_hiscore_prob` (else `hi_arm_loscore`), drawn from
-//! the same generator. The episode always terminates after one valid pull; `success` means the
-//! high arm was chosen, whatever it paid.
+//! the same generator (or, with `payout: "expected"`, the arm's mean without a draw). The episode
+//! always terminates after one valid pull; `success` means the high arm was chosen, whatever it
+//! paid.
 
 use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::BanditConfig;
+use crate::config::{BanditConfig, Payout};
 use crate::text::{reset_observation, step_observation};
 
 /// RAGEN's `max_actions_per_traj` for the Bandit tags.
@@ -139,15 +140,17 @@ impl Environment for Bandit {
             });
         };
         let (name, reward) = if chose_high {
-            let win = episode.rng.random_bool(config.hi_arm_hiscore_prob);
-            (
-                &config.hi_arm_name,
-                if win {
-                    config.hi_arm_hiscore
-                } else {
-                    config.hi_arm_loscore
-                },
-            )
+            let reward = match config.payout {
+                Payout::Sampled => {
+                    if episode.rng.random_bool(config.hi_arm_hiscore_prob) {
+                        config.hi_arm_hiscore
+                    } else {
+                        config.hi_arm_loscore
+                    }
+                }
+                Payout::Expected => config.hi_arm_mean(),
+            };
+            (&config.hi_arm_name, reward)
         } else {
             (&config.lo_arm_name, config.lo_arm_score)
         };
@@ -204,6 +207,30 @@ mod tests {
         }
         let mut paper = adapter::create::<Bandit>(r#"{"lo_arm_score":0.15}"#).unwrap();
         assert_eq!(pull(&mut paper, 3, " PHOENIX ").reward, 0.15);
+    }
+
+    #[test]
+    fn expected_payout_is_the_arms_mean_and_success_is_unchanged() {
+        // RAGEN's arms: Dragon pays 0.25 * 1.0 every time, Phoenix its 0.1; the arm order is
+        // the sampled env's (the order draw comes first and is the same).
+        let mut sampled = adapter::create::<Bandit>("").unwrap();
+        let mut expected = adapter::create::<Bandit>(r#"{"payout":"expected"}"#).unwrap();
+        for seed in 0..200 {
+            let a = expected.reset(seed).unwrap();
+            assert_eq!(a, sampled.reset(seed).unwrap());
+            let r = expected.step("Dragon").unwrap();
+            assert_eq!(r.reward, 0.25);
+            assert_eq!(r.observation, "Dragon: 0.25 points");
+            assert!(r.success && r.terminated);
+            assert_eq!(pull(&mut expected, seed, "Phoenix").reward, 0.1);
+        }
+        // a risky arm worse than the safe one: 0.1 * 2.0 + 0.9 * -0.5 = -0.25
+        let mut worse = adapter::create::<Bandit>(
+            r#"{"payout":"expected","hi_arm_hiscore":2.0,"hi_arm_loscore":-0.5,"hi_arm_hiscore_prob":0.1}"#,
+        )
+        .unwrap();
+        let r = pull(&mut worse, 7, "dragon");
+        assert!((r.reward + 0.25).abs() < 1e-12 && r.success, "{r:?}");
     }
 
     #[test]

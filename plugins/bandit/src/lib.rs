@@ -21,7 +21,7 @@ pub mod config;
 pub mod env;
 pub mod text;
 
-pub use config::BanditConfig;
+pub use config::{BanditConfig, Payout};
 pub use env::Bandit;
 
 ragen_gym_sdk::export_env!(Bandit);
