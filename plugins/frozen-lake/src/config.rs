@@ -2,9 +2,25 @@
 //!
 //! Keys and defaults follow RAGEN's `FrozenLakeEnvConfig` (`size` 4, `p` 0.8, `is_slippery`)
 //! plus gymnasium's `success_rate` (1/3). RAGEN's `map_seed` is always the episode seed here.
+//! `observation_format` follows RAGEN-2 (mll-lab-nu/RAGEN `ragen/env/frozen_lake/env.py`, the
+//! `CoordFrozenLake` tag); `answer_example` and `max_steps` (gymnasium's `TimeLimit`, which RAGEN
+//! does not use) are ragen-gym's own.
 
 use ragen_gym_sdk::{EnvError, parse_config};
 use serde::{Deserialize, Serialize};
+
+/// How the state is shown to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservationFormat {
+    /// The grid of symbols, one line per row (RAGEN v1).
+    #[default]
+    Grid,
+    /// Zero-indexed `(row, column)` coordinates of the player, the goal and the holes, then the
+    /// grid (RAGEN-2's `grid_coord`). A grid row tokenises into runs of symbols (`__`, `_G`), so a
+    /// cell's column is not a token position; the coordinates state it.
+    GridCoord,
+}
 
 /// Configuration of one FrozenLake env (the plugin's config JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,6 +35,15 @@ pub struct FrozenLakeConfig {
     /// Probability that a slippery move goes the intended way; each perpendicular direction gets
     /// half of the rest (gymnasium `success_rate`). In [0, 1].
     pub success_rate: f64,
+    /// `"grid"` (RAGEN v1) or `"grid_coord"` (coordinates, then the grid; RAGEN-2).
+    pub observation_format: ObservationFormat,
+    /// Whether the instruction ends with an example answer (`<answer>Down || Right</answer>`,
+    /// as RAGEN's Sokoban-style instructions have one). `false` drops it: with constrained
+    /// action decoding the format is enforced anyway, and a small model copies the example.
+    pub answer_example: bool,
+    /// Steps after which an episode that has not ended is truncated (gymnasium's `TimeLimit`);
+    /// 0, the default, means no limit, as in RAGEN (the host's action budget still applies).
+    pub max_steps: u32,
 }
 
 impl Default for FrozenLakeConfig {
@@ -28,6 +53,9 @@ impl Default for FrozenLakeConfig {
             p: 0.8,
             is_slippery: true,
             success_rate: 1.0 / 3.0,
+            observation_format: ObservationFormat::Grid,
+            answer_example: true,
+            max_steps: 0,
         }
     }
 }
@@ -78,6 +106,17 @@ mod tests {
         assert_eq!(config.p, 0.8);
         assert!(config.is_slippery);
         assert_eq!(config.success_rate, 1.0 / 3.0);
+        assert_eq!(config.observation_format, ObservationFormat::Grid);
+        assert!(config.answer_example);
+        assert_eq!(config.max_steps, 0);
+        let c = FrozenLakeConfig::from_json(
+            r#"{"observation_format":"grid_coord","answer_example":false,"max_steps":4}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (c.observation_format, c.answer_example, c.max_steps),
+            (ObservationFormat::GridCoord, false, 4)
+        );
     }
 
     #[test]
@@ -91,6 +130,8 @@ mod tests {
         assert!(err(r#"{"p":0}"#).contains("`p`"));
         assert!(err(r#"{"success_rate":1.5}"#).contains("success_rate"));
         assert!(err(r#"{"size":1}"#).contains("size"));
+        assert!(err(r#"{"observation_format":"coord"}"#).contains("observation_format"));
+        assert!(err(r#"{"max_steps":-1}"#).contains("max_steps"));
         assert!(err("not json").contains("JSON"));
     }
 }

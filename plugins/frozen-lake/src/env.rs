@@ -14,8 +14,9 @@ use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepRes
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::FrozenLakeConfig;
+use crate::config::{FrozenLakeConfig, ObservationFormat};
 use crate::map::{Cell, LakeMap, MAX_MAP_ATTEMPTS};
+use crate::observation::observe;
 
 /// Action names in RAGEN's order (`action_lookup` 1..=4 = gymnasium LEFT, DOWN, RIGHT, UP).
 pub const ACTION_NAMES: [&str; 4] = ["Left", "Down", "Right", "Up"];
@@ -33,8 +34,22 @@ pub const LEGEND: [(&str, &str); 6] = [
 
 const INSTRUCTION: &str = "You walk on a frozen lake and must reach the goal G without falling \
 into a hole O. The ice is slippery: a move can send you sideways instead of where you meant to \
-go, and walking off the edge leaves you where you are. Answer with a list of moves, for example \
-<answer>Down || Right</answer>.";
+go, and walking off the edge leaves you where you are. Answer with a list of moves";
+/// The end of the instruction with `answer_example`.
+const EXAMPLE: &str = ", for example <answer>Down || Right</answer>.";
+/// What a move does to the coordinates, said when the observation shows them.
+const COORDINATE_MOVES: &str = " Up is row - 1, Down row + 1, Left column - 1, Right column + 1.";
+
+/// The instruction for `config`: with or without the example answer, plus what a move does to
+/// the coordinates when the observation shows them.
+fn instruction(config: &FrozenLakeConfig) -> String {
+    let mut s = INSTRUCTION.to_string();
+    s.push_str(if config.answer_example { EXAMPLE } else { "." });
+    if config.observation_format == ObservationFormat::GridCoord {
+        s.push_str(COORDINATE_MOVES);
+    }
+    s
+}
 
 /// One FrozenLake env instance.
 #[derive(Debug, Clone)]
@@ -48,6 +63,7 @@ struct Episode {
     map: LakeMap,
     player: usize,
     rng: ChaCha8Rng,
+    steps: u32,
     done: bool,
 }
 
@@ -117,8 +133,8 @@ impl Environment for FrozenLake {
         config.validate()
     }
 
-    fn spec(_config: &FrozenLakeConfig) -> EnvSpec {
-        EnvSpec::new(INSTRUCTION)
+    fn spec(config: &FrozenLakeConfig) -> EnvSpec {
+        EnvSpec::new(instruction(config))
             .actions(ACTION_NAMES)
             .legend(LEGEND.iter().copied())
             .max_steps(MAX_EPISODE_STEPS)
@@ -139,12 +155,13 @@ impl Environment for FrozenLake {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(1);
         let player = map.start;
-        let observation = Self::render(&map, player);
+        let observation = observe(&map, player, &self.config);
         let holes = map.cells.iter().filter(|&&c| c == Cell::Hole).count();
         self.episode = Some(Episode {
             map,
             player,
             rng,
+            steps: 0,
             done: false,
         });
         Ok(ResetResult {
@@ -169,7 +186,7 @@ impl Environment for FrozenLake {
             .iter()
             .position(|n| n.eq_ignore_ascii_case(action))
         else {
-            let observation = Self::render(&episode.map, episode.player);
+            let observation = observe(&episode.map, episode.player, &self.config);
             self.episode = Some(episode);
             return Ok(StepResult {
                 observation,
@@ -188,12 +205,15 @@ impl Environment for FrozenLake {
         let cell = episode.map.cells[episode.player];
         let success = cell == Cell::Goal;
         let terminated = cell != Cell::Frozen;
-        episode.done = terminated;
+        episode.steps += 1;
+        let max_steps = self.config.max_steps;
+        let truncated = !terminated && max_steps > 0 && episode.steps >= max_steps;
+        episode.done = terminated || truncated;
         let result = StepResult {
-            observation: Self::render(&episode.map, episode.player),
+            observation: observe(&episode.map, episode.player, &self.config),
             reward: if success { 1.0 } else { 0.0 },
             terminated,
-            truncated: false,
+            truncated,
             action_is_valid: true,
             action_is_effective: episode.player != from,
             success,
@@ -239,6 +259,7 @@ mod tests {
             player: start,
             map,
             rng,
+            steps: 0,
             done: false,
         });
         env
@@ -271,6 +292,52 @@ mod tests {
         assert_eq!(r.observation, "P___\n____\n____\n___G");
         let r = env.step("Fly").unwrap();
         assert!(!r.action_is_valid && r.reward == 0.0);
+    }
+
+    #[test]
+    fn max_steps_truncates_an_episode_that_has_not_ended() {
+        let mut env = env_on("FFFF FFFF FFFF FFFG", 0, false);
+        env.config.max_steps = 3;
+        let r: Vec<StepResult> = ["Up", "Left", "Up"]
+            .iter()
+            .map(|a| env.step(a).unwrap())
+            .collect();
+        assert!(!r[1].truncated && !r[1].terminated);
+        assert!(r[2].truncated && !r[2].terminated && !r[2].success);
+        assert!(matches!(env.step("Down"), Err(EnvError::NotReady(_))));
+        // the goal on the last allowed step is a success, not a truncation
+        let mut env = env_on("FFFF FFFF FFFF FFFG", 13, false);
+        env.config.max_steps = 2;
+        env.step("Right").unwrap();
+        let r = env.step("Right").unwrap();
+        assert!(r.success && r.terminated && !r.truncated);
+    }
+
+    #[test]
+    fn the_answer_example_is_optional_and_coordinates_are_explained() {
+        let with = adapter::spec::<FrozenLake>("").unwrap().instruction;
+        assert!(
+            with.ends_with("for example <answer>Down || Right</answer>."),
+            "{with}"
+        );
+        let without = adapter::spec::<FrozenLake>(r#"{"answer_example":false}"#).unwrap();
+        assert!(
+            without
+                .instruction
+                .ends_with("Answer with a list of moves.")
+        );
+        let coord = adapter::spec::<FrozenLake>(r#"{"observation_format":"grid_coord"}"#).unwrap();
+        assert!(coord.instruction.ends_with("Right column + 1."));
+        // the coordinates follow the player: Right from (0, 0) on a dry map is (0, 1)
+        let mut env = env_on("FFFF FFFF FFFF FFFG", 0, false);
+        env.config.observation_format = ObservationFormat::GridCoord;
+        let r = env.step("Right").unwrap();
+        assert!(
+            r.observation
+                .contains("\nPlayer: (0, 1)\nGoal: (3, 3)\nGrid:\n_P__\n"),
+            "{}",
+            r.observation
+        );
     }
 
     #[test]

@@ -22,8 +22,9 @@
 pub mod config;
 pub mod env;
 pub mod map;
+pub mod observation;
 
-pub use config::FrozenLakeConfig;
+pub use config::{FrozenLakeConfig, ObservationFormat};
 pub use env::FrozenLake;
 pub use map::{Cell, LakeMap};
 

@@ -3,7 +3,9 @@
 //! Keys and defaults follow RAGEN's `SokobanEnvConfig` with the `SimpleSokoban` tag of
 //! `config/envs.yaml` applied (6x6, one box, `max_steps` 100, `search_depth` 300). RAGEN's
 //! `dim_room` tuple is only available as `dim_x`/`dim_y`, and its `grid_lookup`/`grid_vocab`
-//! dictionaries are replaced by the [`GridVocab`] choice.
+//! dictionaries are replaced by the [`GridVocab`] choice. `observation_format` follows RAGEN-2
+//! (mll-lab-nu/RAGEN `ragen/env/sokoban/env.py`, the `CoordSokoban` tag); `answer_example` is
+//! ragen-gym's own.
 
 use ragen_gym_sdk::{EnvError, parse_config};
 use serde::{Deserialize, Serialize};
@@ -18,6 +20,20 @@ pub enum GridVocab {
     Standard,
     /// The `SokobanDifferentGridVocab` tag's symbols `W . G C B A @`, same order.
     Alternate,
+}
+
+/// How the state is shown to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservationFormat {
+    /// The grid of symbols, one line per row (RAGEN v1).
+    #[default]
+    Grid,
+    /// Zero-indexed `(row, column)` coordinates of the player, the boxes and the targets, then
+    /// the grid (RAGEN-2's `grid_coord`, which also lists every wall; here the walls are left to
+    /// the grid). A grid row tokenises into runs of symbols (`####`, `__`), so a cell's column is
+    /// not a token position; the coordinates state it.
+    GridCoord,
 }
 
 /// Configuration of one Sokoban env (the plugin's config JSON).
@@ -41,6 +57,12 @@ pub struct SokobanConfig {
     pub search_depth: u32,
     /// Text symbols of observations.
     pub grid_vocab: GridVocab,
+    /// `"grid"` (RAGEN v1) or `"grid_coord"` (coordinates, then the grid; RAGEN-2).
+    pub observation_format: ObservationFormat,
+    /// Whether the instruction ends with an example answer (`<answer>Up || Left || Left</answer>`,
+    /// as RAGEN's Sokoban instruction has one). `false` drops it: with constrained action decoding
+    /// the format is enforced anyway, and a small model copies the example's moves.
+    pub answer_example: bool,
 }
 
 impl Default for SokobanConfig {
@@ -52,6 +74,8 @@ impl Default for SokobanConfig {
             max_steps: 100,
             search_depth: 300,
             grid_vocab: GridVocab::Standard,
+            observation_format: ObservationFormat::Grid,
+            answer_example: true,
         }
     }
 }
@@ -150,6 +174,10 @@ mod tests {
         let config = SokobanConfig::from_json("").unwrap();
         assert_eq!((config.dim_x, config.dim_y, config.num_boxes), (6, 6, 1));
         assert_eq!((config.max_steps, config.search_depth), (100, 300));
+        assert_eq!(config.observation_format, ObservationFormat::Grid);
+        assert!(config.answer_example);
+        let coord = SokobanConfig::from_json(r#"{"observation_format":"grid_coord"}"#).unwrap();
+        assert_eq!(coord.observation_format, ObservationFormat::GridCoord);
     }
 
     #[test]
@@ -178,6 +206,8 @@ mod tests {
         assert!(SokobanConfig::from_json(r#"{"dim_x":5,"dim_y":5,"num_boxes":3}"#).is_ok());
         assert!(err(r#"{"dim_x":5,"dim_y":5,"num_boxes":4}"#).contains("need 10 floor cells"));
         assert!(err(r#"{"grid_vocab":"emoji"}"#).contains("grid_vocab"));
+        assert!(err(r#"{"observation_format":"coords"}"#).contains("observation_format"));
+        assert!(err(r#"{"answer_example":1}"#).contains("answer_example"));
         assert!(err(r#"{"search_depth":0}"#).contains("search_depth"));
         assert!(err("[1]").contains("object"));
     }

@@ -8,9 +8,10 @@
 
 use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
 
-use crate::config::SokobanConfig;
+use crate::config::{ObservationFormat, SokobanConfig};
 use crate::generator::{self, MAX_SEED_ATTEMPTS};
 use crate::level::{Direction, Level, legend};
+use crate::observation::observe;
 
 /// gym-sokoban `penalty_for_step`.
 pub const STEP_PENALTY: f64 = -0.1;
@@ -24,8 +25,23 @@ pub const MAX_EPISODE_STEPS: u32 = 10;
 const INSTRUCTION: &str = "You control the player in a Sokoban warehouse. Get every box onto a \
 target. You move one cell per action; walking into a box pushes it one cell further, which only \
 works if the cell behind the box is empty floor or a target. Walls block you and boxes, you can \
-never pull a box, and a box pushed into a corner is stuck for good. Answer with a list of moves, \
-for example <answer>Up || Left || Left</answer>.";
+never pull a box, and a box pushed into a corner is stuck for good. Answer with a list of moves";
+/// The end of the instruction with `answer_example` (RAGEN's Sokoban instruction has an example).
+const EXAMPLE: &str = ", for example <answer>Up || Left || Left</answer>.";
+/// Up/Down move along a column (row - 1, row + 1), Left/Right along a row: said when the
+/// observation has coordinates, so that they can be read as moves.
+const COORDINATE_MOVES: &str = " Up is row - 1, Down row + 1, Left column - 1, Right column + 1.";
+
+/// The instruction for `config`: with or without the example answer, plus what a move does to
+/// the coordinates when the observation shows them.
+fn instruction(config: &SokobanConfig) -> String {
+    let mut s = INSTRUCTION.to_string();
+    s.push_str(if config.answer_example { EXAMPLE } else { "." });
+    if config.observation_format == ObservationFormat::GridCoord {
+        s.push_str(COORDINATE_MOVES);
+    }
+    s
+}
 
 /// One Sokoban env instance.
 #[derive(Debug, Clone)]
@@ -77,7 +93,7 @@ impl Environment for Sokoban {
     }
 
     fn spec(config: &SokobanConfig) -> EnvSpec {
-        EnvSpec::new(INSTRUCTION)
+        EnvSpec::new(instruction(config))
             .actions(Direction::ALL.iter().map(|d| d.name()))
             .legend(legend(config.grid_vocab))
             .max_steps(MAX_EPISODE_STEPS)
@@ -102,7 +118,7 @@ impl Environment for Sokoban {
             "seed_attempts",
             f64::from(generated.seed_attempts),
         ));
-        let observation = generated.level.render(self.config.grid_vocab);
+        let observation = observe(&generated.level, &self.config);
         self.episode = Some(Episode {
             level: generated.level,
             num_env_steps: 0,
@@ -113,7 +129,7 @@ impl Environment for Sokoban {
 
     fn step(&mut self, action: &str) -> Result<StepResult, EnvError> {
         let max_steps = self.config.max_steps;
-        let vocab = self.config.grid_vocab;
+        let config = self.config.clone();
         let episode = self
             .episode
             .as_mut()
@@ -126,7 +142,7 @@ impl Environment for Sokoban {
         let Some(dir) = Direction::parse(action) else {
             let level = episode.level.clone();
             return Ok(StepResult {
-                observation: level.render(vocab),
+                observation: observe(&level, &config),
                 reward: 0.0,
                 terminated: false,
                 truncated: false,
@@ -159,7 +175,7 @@ impl Environment for Sokoban {
             f64::from(u8::from(outcome.pushed)),
         ));
         Ok(StepResult {
-            observation: level.render(vocab),
+            observation: observe(&level, &config),
             reward,
             terminated: solved,
             truncated,
@@ -310,6 +326,76 @@ mod tests {
         assert!(
             matches!(adapter::spec::<Sokoban>(r#"{"boxes":2}"#), Err(EnvError::InvalidConfig(m)) if m.contains("boxes"))
         );
+    }
+
+    #[test]
+    fn the_answer_example_is_optional() {
+        let with = adapter::spec::<Sokoban>("").unwrap().instruction;
+        assert!(
+            with.ends_with(
+                "Answer with a list of moves, for example <answer>Up || Left || Left</answer>."
+            ),
+            "{with}"
+        );
+        let without = adapter::spec::<Sokoban>(r#"{"answer_example":false}"#)
+            .unwrap()
+            .instruction;
+        assert!(
+            without.ends_with("Answer with a list of moves."),
+            "{without}"
+        );
+        assert!(!without.contains("<answer>"));
+    }
+
+    #[test]
+    fn grid_coord_observations_follow_the_player() {
+        let config = r#"{"observation_format":"grid_coord"}"#;
+        let spec = adapter::spec::<Sokoban>(config).unwrap();
+        assert!(
+            spec.instruction
+                .ends_with("Up is row - 1, Down row + 1, Left column - 1, Right column + 1.")
+        );
+        let mut env = adapter::create::<Sokoban>(config).unwrap();
+        let mut grid_env = adapter::create::<Sokoban>("").unwrap();
+        let first = env.reset(5).unwrap().observation;
+        let grid = grid_env.reset(5).unwrap().observation;
+        // same level, the coordinates first
+        assert!(first.ends_with(&format!("\nGrid:\n{grid}")), "{first}");
+        let player = |obs: &str| {
+            obs.lines()
+                .find_map(|l| {
+                    l.strip_prefix("Player: ")
+                        .or(l.strip_prefix("Player on target: "))
+                })
+                .unwrap()
+                .to_string()
+        };
+        let level = env.level().unwrap().clone();
+        let (r, c) = (level.player / level.cols, level.player % level.cols);
+        assert_eq!(player(&first), format!("({r}, {c})"));
+        // each move shifts the player's coordinates as the instruction says
+        for (dir, (dr, dc)) in [
+            ("Up", (-1, 0)),
+            ("Down", (1, 0)),
+            ("Left", (0, -1)),
+            ("Right", (0, 1)),
+        ] {
+            let before = env.level().unwrap().player;
+            let step = env.step(dir).unwrap();
+            let after = env.level().unwrap().player;
+            let expected = if step.action_is_effective {
+                let r = (before / level.cols) as i64 + dr;
+                let c = (before % level.cols) as i64 + dc;
+                format!("({r}, {c})")
+            } else {
+                assert_eq!(after, before);
+                format!("({}, {})", before / level.cols, before % level.cols)
+            };
+            assert_eq!(player(&step.observation), expected, "{dir}");
+            if step.terminated {
+                break;
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!
 //! Configs (JSON, see [`SokobanConfig`]): `""` is RAGEN's `SimpleSokoban` (6x6, 1 box);
 //! `{"dim_x":8,"dim_y":8,"num_boxes":2,"search_depth":10}` is `LargerSokoban`;
-//! `{"search_depth":30,"grid_vocab":"alternate"}` is `SokobanDifferentGridVocab`.
+//! `{"search_depth":30,"grid_vocab":"alternate"}` is `SokobanDifferentGridVocab`;
+//! `{"observation_format":"grid_coord"}` is RAGEN-2's `CoordSokoban` observation.
 //!
 //! ```
 //! use ragen_gym_sdk::{Environment, adapter};
@@ -27,10 +28,11 @@ pub mod config;
 pub mod env;
 pub mod generator;
 pub mod level;
+pub mod observation;
 #[cfg(test)]
 mod solver;
 
-pub use config::{GridVocab, SokobanConfig};
+pub use config::{GridVocab, ObservationFormat, SokobanConfig};
 pub use env::Sokoban;
 pub use generator::{Generated, generate};
 pub use level::{Direction, Level, MoveOutcome, Tile};
