@@ -430,7 +430,7 @@ fn malformed_and_truncated_files_are_refused() {
     let missing = dir.path().join("nope.wasm");
     assert!(matches!(
         sandbox().load_file(&missing),
-        Err(LoadError::Io { .. })
+        Err(LoadError::File(ragen_gym_core::PluginFileError::Io { .. }))
     ));
 }
 

@@ -11,7 +11,8 @@
 //!   one against an env and finds the first difference;
 //! - [`RewardFunction`], what scores a trajectory;
 //! - the plugin [`Manifest`] and the interface version rule ([`version`]);
-//! - [`check_env`] and [`check_reward`], the conformance checkers every plugin runs through.
+//! - [`check_env`] and [`check_reward`], the conformance checkers every plugin runs through;
+//! - [`read_plugin_file`], a local plugin file read under the plugin size cap.
 //!
 //! The env records (`EnvSpec`, `StepResult`, ...) mirror the WIT contract (`wit/types.wit`) and
 //! are the same Rust types plugin authors use: they are defined once, in `ragen-gym-sdk`, and
@@ -25,6 +26,7 @@ pub mod check_reward;
 pub mod env;
 pub mod failure;
 pub mod manifest;
+pub mod plugin_file;
 pub mod replay;
 pub mod reward;
 pub mod rng;
@@ -38,6 +40,7 @@ pub use check_reward::check_reward;
 pub use env::{Env, EnvCallError, EnvStats, NativeEnv};
 pub use failure::{PluginFailure, PluginFailureKind};
 pub use manifest::{Capabilities, MANIFEST_SECTION, Manifest, ManifestLimits, PluginKind};
+pub use plugin_file::{MAX_PLUGIN_BYTES, PluginFileError, read_plugin_file};
 pub use ragen_gym_sdk::{
     EnvError, EnvSpec, Metric, ResetResult, RewardBreakdown, StepResult, Symbol,
 };

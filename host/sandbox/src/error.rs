@@ -1,22 +1,15 @@
 //! [`LoadError`]: why a plugin file cannot be used. (A call into a running plugin that traps or
 //! breaks a sandbox rule is a `ragen_gym_core::PluginFailure`.)
 
-use ragen_gym_core::{InterfaceMismatch, PluginFailure};
-use std::path::PathBuf;
+use ragen_gym_core::{InterfaceMismatch, PluginFailure, PluginFileError};
 
 /// Why a plugin could not be loaded. No plugin code has run when one of these is returned,
 /// except for [`LoadError::Instantiate`].
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The file could not be read.
-    #[error("failed to read plugin file {path}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file could not be read, is not a regular file, or is over the plugin size cap.
+    #[error(transparent)]
+    File(#[from] PluginFileError),
     /// Not a WebAssembly binary, or cut short.
     #[error("plugin {name} is not a valid WebAssembly binary: {reason}")]
     Malformed {

@@ -11,7 +11,7 @@ use crate::http::HttpTransport;
 use crate::inspect::inspect_bytes;
 use crate::limits::{SandboxConfig, effective_limit};
 use crate::plugin::{Exports, Plugin};
-use ragen_gym_core::PluginKind;
+use ragen_gym_core::{MAX_PLUGIN_BYTES, PluginKind, read_plugin_file};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -78,15 +78,13 @@ impl Sandbox {
         &self.runtime.config
     }
 
-    /// Load a plugin from a `.wasm` component file.
+    /// Load a plugin from a `.wasm` component file: a regular file of at most
+    /// [`MAX_PLUGIN_BYTES`].
     ///
     /// # Errors
-    /// See [`Sandbox::load_bytes`]; plus [`LoadError::Io`].
+    /// See [`Sandbox::load_bytes`]; plus [`LoadError::File`].
     pub fn load_file(&self, path: &Path) -> Result<Plugin, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = read_plugin_file(path, MAX_PLUGIN_BYTES)?;
         self.load_bytes(&path.display().to_string(), &bytes)
     }
 
