@@ -37,6 +37,7 @@ fn client(base: &str, retries: u32) -> ChatClient {
             base_delay: Duration::from_millis(10),
             max_delay: Duration::from_millis(40),
         },
+        ragen_gym_net::Limits::API,
     )
     .unwrap()
 }
@@ -100,7 +101,13 @@ fn retries_429_and_5xx_with_backoff_and_names_the_url_when_it_gives_up() {
     let dead = format!("http://127.0.0.1:{}/v1", free_port());
     let err = client(&dead, 1).complete_all(vec![request()]).unwrap_err();
     assert!(
-        matches!(err, ChatError::Unreachable { attempts: 2, .. }),
+        matches!(
+            err,
+            ChatError::Net {
+                attempts: 2,
+                error: ragen_gym_net::NetError::Unreachable { .. }
+            }
+        ),
         "{err:?}"
     );
     assert!(
@@ -165,6 +172,7 @@ fn eval_with_an_api_model_runs_the_validation_protocol_over_http() {
         concurrency: 2,
         max_retries: 2,
         request_timeout: 30,
+        max_response_bytes: 8 << 20,
         run_dir: Some(run_dir.to_path_buf()),
         sandbox: SandboxArgs::default(),
     };

@@ -4,9 +4,11 @@
 mod api_model;
 mod authors;
 mod builtin_envs;
+mod child;
 mod countdown;
 mod docs;
 mod learning;
+mod net_hostile;
 mod prefix_sharing;
 mod python_plugin;
 mod registry;

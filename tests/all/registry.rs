@@ -8,6 +8,7 @@ use ragen_gym_cli::cmd::{eval, publish};
 use ragen_gym_cli::error::exit_code_of;
 use ragen_gym_cli::shared::plugins::SourceArgs;
 use ragen_gym_cli::shared::sandbox::SandboxArgs;
+use ragen_gym_net::NetError;
 use ragen_gym_registry::{
     Digest, LockFile, Origin, PluginCache, PluginRef, PluginRole, RegistryError, ResolveOptions,
     Resolver, WasmComponentInfo,
@@ -132,6 +133,7 @@ fn publish_then_run_by_tag_and_digest_and_the_lock_catches_a_moved_tag() {
         concurrency: 1,
         max_retries: 0,
         request_timeout: 10,
+        max_response_bytes: 8 << 20,
         run_dir: Some(run.path().to_path_buf()),
         sandbox: SandboxArgs {
             source: SourceArgs {
@@ -223,7 +225,7 @@ fn a_registry_that_is_down_is_unreachable_but_pinned_plugins_run_from_the_cache(
         .resolve(&oci(&reg.host, "ragen/bandit:1"), None)
         .unwrap_err();
     assert!(
-        matches!(&err, RegistryError::Unreachable { url, .. } if url.contains(&reg.host)),
+        matches!(&err, RegistryError::Net(NetError::Unreachable { url, .. }) if url.contains(&reg.host)),
         "{err:?}"
     );
     assert!(files(fresh.path()).is_empty(), "{:?}", files(fresh.path()));
@@ -338,9 +340,9 @@ fn pinned_urls_are_verified_and_every_failure_leaves_the_cache_clean() {
     // truncated download: the body stops at half of its Content-Length
     let err = r.resolve(&url("/truncated.wasm", &good), None).unwrap_err();
     match &err {
-        RegistryError::Truncated {
+        RegistryError::Net(NetError::Truncated {
             expected, received, ..
-        } => {
+        }) => {
             assert_eq!(*expected, Some(bandit.len() as u64));
             assert!(*received < bandit.len() as u64);
         }
@@ -383,4 +385,53 @@ fn pinned_urls_are_verified_and_every_failure_leaves_the_cache_clean() {
         .resolve(&unpinned, None)
         .unwrap();
     assert_eq!(got.digest, good);
+}
+
+#[test]
+fn a_registry_that_asks_for_a_token_gets_one_and_the_token_goes_only_to_it() {
+    let reg = HttpServer::start();
+    let bandit = builtin("bandit");
+    let layer = Digest::of(&bandit);
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.wasm.config.v0+json",
+            "digest": Digest::of(b"{}").to_string(), "size": 2},
+        "layers": [{"mediaType": "application/wasm", "digest": layer.to_string(),
+            "size": bandit.len()}],
+    }))
+    .unwrap();
+    let challenge = format!(
+        "WWW-Authenticate: Bearer realm=\"{}\",service=\"test-registry\",scope=\"repository:acme/bandit:pull\"",
+        reg.url("/token")
+    );
+    let manifest_path = "/v2/acme/bandit/manifests/1";
+    reg.route(
+        manifest_path,
+        vec![Reply::status(401, &[&challenge]), Reply::ok(&manifest)],
+    );
+    reg.route("/token", vec![Reply::ok(br#"{"token":"t-123"}"#)]);
+    reg.route(
+        &format!("/v2/acme/bandit/blobs/{layer}"),
+        vec![Reply::ok(&bandit)],
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let got = resolver(cache.path(), &[reg.host()], false)
+        .resolve(&oci(&reg.host(), "acme/bandit:1"), None)
+        .unwrap();
+    assert_eq!(got.digest, layer);
+    let seen = reg.authorizations();
+    let paths: Vec<&str> = seen.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        vec![
+            manifest_path,
+            "/token?service=test-registry&scope=repository%3Aacme%2Fbandit%3Apull",
+            manifest_path,
+            &format!("/v2/acme/bandit/blobs/{layer}")[..],
+        ]
+    );
+    // anonymous: nothing to the token service; the token to the registry after the challenge
+    let auth: Vec<&str> = seen.iter().map(|(_, a)| a.as_str()).collect();
+    assert_eq!(auth, vec!["", "", "Bearer t-123", "Bearer t-123"]);
 }

@@ -3,8 +3,9 @@
 //! - [`Registry`]: Debian's `docker-registry` (the CNCF distribution registry, `registry serve`)
 //!   on a free port with its storage in a temp dir;
 //! - [`HttpServer`]: a small HTTP/1.1 file server on `std::net` whose responses are scripted per
-//!   path (status, body, a Content-Length that may promise more than it sends, headers), and
-//!   which counts requests;
+//!   path (status, body, a Content-Length that may promise more than it sends, headers, and the
+//!   hostile ways of sending a body: without end, a byte at a time, or never), and which counts
+//!   requests;
 //! - [`ChatServer`]: an OpenAI-compatible chat-completions server (tiny_http) whose answers a
 //!   test scripts, recording each request and the peak number in flight.
 //!
@@ -118,6 +119,23 @@ impl Drop for Registry {
     }
 }
 
+/// How a reply's body is sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Sending {
+    /// All at once (`{authorization}` in the body replaced by the request's header).
+    #[default]
+    Whole,
+    /// Chunked, 64 KiB chunks of `x` without end (until the client hangs up, at most 4 GiB).
+    Endless,
+    /// One byte of the body every `every`.
+    Trickle {
+        /// The pause between bytes.
+        every: Duration,
+    },
+    /// Nothing at all: the request is read and the connection held open (at most 120 s).
+    Silent,
+}
+
 /// One scripted answer.
 #[derive(Clone, Debug)]
 pub struct Reply {
@@ -129,6 +147,8 @@ pub struct Reply {
     pub body: Vec<u8>,
     /// The Content-Length announced (the body length unless a test wants a short body).
     pub content_length: usize,
+    /// How the body is sent.
+    pub sending: Sending,
 }
 
 impl Reply {
@@ -139,6 +159,42 @@ impl Reply {
             headers: vec![],
             body: body.to_vec(),
             content_length: body.len(),
+            sending: Sending::Whole,
+        }
+    }
+
+    /// 200 with a body that never ends.
+    pub fn endless() -> Self {
+        Self {
+            sending: Sending::Endless,
+            ..Self::ok(b"")
+        }
+    }
+
+    /// 200 with `body`, one byte every `every`.
+    pub fn trickle(body: &[u8], every: Duration) -> Self {
+        Self {
+            sending: Sending::Trickle { every },
+            ..Self::ok(body)
+        }
+    }
+
+    /// No answer at all.
+    pub fn silent() -> Self {
+        Self {
+            sending: Sending::Silent,
+            ..Self::ok(b"")
+        }
+    }
+
+    /// A `302 Found` to `location`.
+    pub fn redirect(location: &str) -> Self {
+        Self {
+            status: 302,
+            headers: vec![format!("Location: {location}")],
+            body: vec![],
+            content_length: 0,
+            sending: Sending::Whole,
         }
     }
 
@@ -149,6 +205,7 @@ impl Reply {
             headers: headers.iter().map(|h| h.to_string()).collect(),
             body: b"scripted failure".to_vec(),
             content_length: 16,
+            sending: Sending::Whole,
         }
     }
 }
@@ -156,12 +213,15 @@ impl Reply {
 type Routes = HashMap<String, Vec<Reply>>;
 
 /// A scripted HTTP/1.1 server on loopback: each path answers its replies in order (the last one
-/// repeats); unknown paths get 404. At most 200 connections, then it stops by itself.
+/// repeats); a target with a query uses the route of its path when it has none of its own;
+/// unknown paths get 404. Each connection is served on its own thread; at most 200
+/// connections, then it stops by itself.
 pub struct HttpServer {
     /// The port.
     pub port: u16,
     routes: Arc<Mutex<Routes>>,
     hits: Arc<Mutex<HashMap<String, usize>>>,
+    seen: Arc<Mutex<Vec<(String, String)>>>,
     total: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -174,22 +234,26 @@ impl HttpServer {
         let port = listener.local_addr().unwrap().port();
         let routes: Arc<Mutex<Routes>> = Arc::default();
         let hits: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+        let seen: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
         let total = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (r, h, t, s) = (routes.clone(), hits.clone(), total.clone(), stop.clone());
+        let a = seen.clone();
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming().take(200) {
                 if s.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                serve(conn, &r, &h, &t);
+                let (r, h, t, s, a) = (r.clone(), h.clone(), t.clone(), s.clone(), a.clone());
+                std::thread::spawn(move || serve(conn, &r, &h, &a, &t, &s));
             }
         });
         Self {
             port,
             routes,
             hits,
+            seen,
             total,
             stop,
             thread: Some(thread),
@@ -219,6 +283,12 @@ impl HttpServer {
         self.hits.lock().unwrap().get(path).copied().unwrap_or(0)
     }
 
+    /// The `Authorization` header of each request, with its path (and query), in arrival order
+    /// (empty when there was none).
+    pub fn authorizations(&self) -> Vec<(String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+
     /// Requests seen in all.
     pub fn total(&self) -> usize {
         self.total.load(Ordering::SeqCst)
@@ -239,9 +309,12 @@ fn serve(
     mut conn: TcpStream,
     routes: &Mutex<Routes>,
     hits: &Mutex<HashMap<String, usize>>,
+    seen: &Mutex<Vec<(String, String)>>,
     total: &AtomicUsize,
+    stop: &AtomicBool,
 ) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut request_line = String::new();
     if reader.read_line(&mut request_line).is_err() || request_line.is_empty() {
@@ -253,18 +326,36 @@ fn serve(
         .unwrap_or("/")
         .to_string();
     let mut content_length = 0usize;
+    let mut authorization = String::new();
     loop {
         let mut h = String::new();
         if reader.read_line(&mut h).is_err() || h == "\r\n" || h.is_empty() {
             break;
         }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+        let lower = h.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
             content_length = v.trim().parse().unwrap_or(0);
+        }
+        if lower.starts_with("authorization:") {
+            authorization = h["authorization:".len()..].trim().to_string();
         }
     }
     let mut body = vec![0u8; content_length];
     let _ = reader.read_exact(&mut body);
     total.fetch_add(1, Ordering::SeqCst);
+    seen.lock()
+        .unwrap()
+        .push((path.clone(), authorization.clone()));
+    // A route for the exact target (path and query), else for the path alone.
+    let path = {
+        let routes = routes.lock().unwrap();
+        let bare = path.split('?').next().unwrap_or("").to_string();
+        if routes.contains_key(&path) || !routes.contains_key(&bare) {
+            path
+        } else {
+            bare
+        }
+    };
     let n = {
         let mut h = hits.lock().unwrap();
         let e = h.entry(path.clone()).or_insert(0);
@@ -277,19 +368,69 @@ fn serve(
         .get(&path)
         .and_then(|r| r.get(n - 1).or(r.last()).cloned())
         .unwrap_or_else(|| Reply::status(404, &[]));
+    send_reply(&mut conn, &reply, &authorization, stop);
+    let _ = conn.flush();
+    let _ = conn.shutdown(std::net::Shutdown::Both);
+}
+
+/// Write `reply` as its [`Sending`] says (bounded in bytes and time whatever the client does).
+fn send_reply(conn: &mut TcpStream, reply: &Reply, authorization: &str, stop: &AtomicBool) {
+    let length = match reply.sending {
+        Sending::Endless => "Transfer-Encoding: chunked".to_string(),
+        _ => format!("Content-Length: {}", reply.content_length),
+    };
     let mut head = format!(
-        "HTTP/1.1 {} Scripted\r\nContent-Length: {}\r\nConnection: close\r\n",
-        reply.status, reply.content_length
+        "HTTP/1.1 {} Scripted\r\n{length}\r\nConnection: close\r\n",
+        reply.status
     );
     for h in &reply.headers {
         head.push_str(h);
         head.push_str("\r\n");
     }
     head.push_str("\r\n");
-    let _ = conn.write_all(head.as_bytes());
-    let _ = conn.write_all(&reply.body);
-    let _ = conn.flush();
-    let _ = conn.shutdown(std::net::Shutdown::Both);
+    if reply.sending == Sending::Silent {
+        for _ in 0..1200 {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        return;
+    }
+    if conn.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    match reply.sending {
+        Sending::Whole => {
+            let body = String::from_utf8_lossy(&reply.body);
+            if body.contains("{authorization}") {
+                let _ = conn.write_all(body.replace("{authorization}", authorization).as_bytes());
+            } else {
+                let _ = conn.write_all(&reply.body);
+            }
+        }
+        Sending::Endless => {
+            let chunk = vec![b'x'; 64 << 10];
+            let frame = format!("{:x}\r\n", chunk.len());
+            for _ in 0..(1u64 << 16) {
+                let sent = conn.write_all(frame.as_bytes()).is_ok()
+                    && conn.write_all(&chunk).is_ok()
+                    && conn.write_all(b"\r\n").is_ok();
+                if !sent || stop.load(Ordering::SeqCst) {
+                    return;
+                }
+            }
+        }
+        Sending::Trickle { every } => {
+            for b in &reply.body {
+                if conn.write_all(&[*b]).is_err() || stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(every);
+            }
+        }
+        Sending::Silent => {}
+    }
 }
 
 /// One chat-completion request as the [`ChatServer`] saw it.

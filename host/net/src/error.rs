@@ -36,7 +36,7 @@ pub enum NetError {
         reason: String,
     },
     /// The response announced or sent more than the byte cap.
-    #[error("{url}: {}, over the cap of {max_bytes} bytes", announced.map_or_else(|| format!("the body passed {max_bytes} bytes"), |n| format!("the response announces {n} bytes")))]
+    #[error("{url}: {}", announced.map_or_else(|| format!("more than the cap of {max_bytes} bytes arrived"), |n| format!("the response announces {n} bytes, more than the cap of {max_bytes} bytes")))]
     TooLarge {
         /// The URL.
         url: String,

@@ -93,7 +93,8 @@ fn an_endless_body_stops_at_the_byte_cap() {
         }
     );
     assert!(
-        err.to_string().contains("over the cap of 1048576 bytes"),
+        err.to_string()
+            .contains("more than the cap of 1048576 bytes arrived"),
         "{err}"
     );
 }

@@ -2,6 +2,8 @@
 //! fragments that name the reference or URL; no variant prints a source it also carries.
 
 use crate::digest::Digest;
+use ragen_gym_core::PluginFileError;
+use ragen_gym_net::NetError;
 use std::path::PathBuf;
 
 pub use crate::reference::InvalidReference;
@@ -28,13 +30,23 @@ pub enum RegistryError {
         /// Its `HOST:PORT`.
         host: String,
     },
-    /// The server could not be reached (connection refused, DNS, timeout).
-    #[error("{url} is unreachable: {reason}")]
-    Unreachable {
-        /// The URL or registry.
+    /// A network read failed or hit a bound (byte cap, deadline, minimum rate), or a request
+    /// or redirect hop was not granted.
+    #[error(transparent)]
+    Net(#[from] NetError),
+    /// An OCI layer names a foreign URL on a host the user did not grant.
+    #[error(
+        "{reference}: its layer lists the foreign URL {url}, and {host} is not a granted host ({grant}), so it is not contacted"
+    )]
+    ForeignLayerRefused {
+        /// The reference.
+        reference: String,
+        /// The foreign URL (credentials redacted).
         url: String,
-        /// What the client saw.
-        reason: String,
+        /// Its `HOST:PORT`.
+        host: String,
+        /// The flag that would grant it.
+        grant: String,
     },
     /// The server answered with an error status.
     #[error("{url} answered HTTP {status}")]
@@ -52,17 +64,7 @@ pub enum RegistryError {
         /// The registry's message.
         reason: String,
     },
-    /// The body ended before the announced length (or the connection broke mid-body).
-    #[error("download of {url} was cut short after {received} bytes{}", expected.map_or(String::new(), |e| format!(" of {e}")))]
-    Truncated {
-        /// The URL or blob.
-        url: String,
-        /// Bytes announced (Content-Length or the OCI descriptor's size), when known.
-        expected: Option<u64>,
-        /// Bytes received.
-        received: u64,
-    },
-    /// The download is bigger than the cap.
+    /// The artifact announces more bytes than the plugin cap.
     #[error("{url} is larger than the {limit}-byte cap for a plugin")]
     TooLarge {
         /// The URL or blob.
@@ -118,15 +120,9 @@ pub enum RegistryError {
         /// The client's message.
         reason: String,
     },
-    /// A local plugin file could not be read.
-    #[error("failed to read plugin file {}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// A local plugin file could not be read, is not a regular file, or is over the cap.
+    #[error(transparent)]
+    File(#[from] PluginFileError),
     /// The cache could not be written.
     #[error("failed to write the plugin cache at {}", path.display())]
     Cache {

@@ -6,10 +6,15 @@
 //!   `ResolveOptions::allow_unpinned` or a lock file entry);
 //! - an OCI artifact: `oci://registry/namespace/name:tag` or `oci://registry/namespace/name@sha256:<hex>`
 //!   (the registry must be named: there is no default registry).
+//!
+//! A reference is stored (in `ragen-gym.lock`, in every line of `trajectories.jsonl`) and printed
+//! in its display form, which never carries credentials: a URL's user info (`user:pass@`) is
+//! dropped and the values of secret query parameters (`token`, `X-Amz-Signature`, ...) are
+//! replaced by `***` (`ragen_gym_net::redact_url`). The download itself uses the URL as given.
 
 use crate::digest::Digest;
 use oci_client::Reference;
-use reqwest::Url;
+use ragen_gym_net::{Url, redact_url};
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -21,7 +26,7 @@ pub enum PluginRef {
     Path(PathBuf),
     /// An `http(s)://` URL, without its fragment, and the `#sha256=` pin if it had one.
     Url {
-        /// The URL to download.
+        /// The URL to download, credentials included (never displayed).
         url: Url,
         /// The digest the download must have.
         pin: Option<Digest>,
@@ -76,8 +81,10 @@ impl fmt::Display for PluginRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PluginRef::Path(p) => write!(f, "{}", p.display()),
-            PluginRef::Url { url, pin: None } => write!(f, "{url}"),
-            PluginRef::Url { url, pin: Some(d) } => write!(f, "{url}#sha256={}", d.hex()),
+            PluginRef::Url { url, pin: None } => write!(f, "{}", redact_url(url)),
+            PluginRef::Url { url, pin: Some(d) } => {
+                write!(f, "{}#sha256={}", redact_url(url), d.hex())
+            }
             PluginRef::Oci(r) => write!(f, "oci://{}", r.whole()),
         }
     }
@@ -170,6 +177,23 @@ mod tests {
                 assert_eq!(o.registry(), "localhost:5000");
                 assert_eq!(o.repository(), "a/b");
                 assert_eq!(o.tag(), Some("v1"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn credentials_never_reach_the_display_form() {
+        let s = format!("https://alice:s3cret@example.org/x.wasm?token=t0k&v=1#sha256={HEX}");
+        let r: PluginRef = s.parse().unwrap();
+        assert_eq!(
+            r.to_string(),
+            format!("https://example.org/x.wasm?token=***&v=1#sha256={HEX}")
+        );
+        match &r {
+            PluginRef::Url { url, .. } => {
+                assert_eq!((url.username(), url.password()), ("alice", Some("s3cret")));
+                assert_eq!(url.query(), Some("token=t0k&v=1"));
             }
             other => panic!("{other:?}"),
         }

@@ -6,28 +6,27 @@ use crate::cache::{Kind, PluginCache};
 use crate::digest::Digest;
 use crate::error::{InvalidReference, RegistryError};
 use crate::fetch::download;
-use crate::oci;
+use crate::oci::{Session, check_manifest, parse_manifest};
 use crate::reference::PluginRef;
 use oci_client::Reference;
+use ragen_gym_core::read_plugin_file;
+use ragen_gym_net::{Client, Grants, Limits};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::Duration;
 
 /// What the user allows.
 #[derive(Debug, Clone)]
 pub struct ResolveOptions {
     /// Accept an `http(s)://` URL without a `#sha256=` pin (`--allow-unpinned`).
     pub allow_unpinned: bool,
-    /// `HOST:PORT`s reachable over plain HTTP: `http://` URLs and OCI registries
-    /// (`--insecure-registry`).
+    /// `HOST:PORT`s the user granted (`--insecure-registry`): reachable over plain HTTP
+    /// (`http://` URLs, OCI registries, redirect hops), and the only hosts an OCI layer's
+    /// foreign URLs may name. HTTPS is allowed to any host.
     pub insecure_hosts: Vec<String>,
-    /// Connect timeout per request.
-    pub connect_timeout: Duration,
-    /// Longest wait for the next bytes of a response.
-    pub read_timeout: Duration,
-    /// Largest plugin accepted, bytes.
-    pub max_bytes: u64,
+    /// The bounds of every download: the byte cap is the largest plugin accepted (local files
+    /// included), with the overall deadline and the minimum rate.
+    pub limits: Limits,
 }
 
 impl Default for ResolveOptions {
@@ -35,10 +34,15 @@ impl Default for ResolveOptions {
         Self {
             allow_unpinned: false,
             insecure_hosts: Vec::new(),
-            connect_timeout: Duration::from_secs(10),
-            read_timeout: Duration::from_secs(60),
-            max_bytes: 256 << 20,
+            limits: Limits::DOWNLOAD,
         }
+    }
+}
+
+impl ResolveOptions {
+    /// The hosts a download may contact.
+    pub fn grants(&self) -> Grants {
+        Grants::https_or(self.insecure_hosts.clone(), "--insecure-registry")
     }
 }
 
@@ -102,7 +106,7 @@ pub struct Resolver {
     cache: PluginCache,
     options: ResolveOptions,
     runtime: OnceLock<tokio::runtime::Runtime>,
-    http: OnceLock<reqwest::Client>,
+    net: OnceLock<Client>,
 }
 
 impl Resolver {
@@ -112,7 +116,7 @@ impl Resolver {
             cache,
             options,
             runtime: OnceLock::new(),
-            http: OnceLock::new(),
+            net: OnceLock::new(),
         }
     }
 
@@ -132,19 +136,13 @@ impl Resolver {
         Ok(self.runtime.get_or_init(|| rt))
     }
 
-    fn http(&self, url: &str) -> Result<&reqwest::Client, RegistryError> {
-        if let Some(c) = self.http.get() {
+    /// The bounded client, built on first use.
+    fn net(&self) -> Result<&Client, RegistryError> {
+        if let Some(c) = self.net.get() {
             return Ok(c);
         }
-        let c = reqwest::Client::builder()
-            .connect_timeout(self.options.connect_timeout)
-            .read_timeout(self.options.read_timeout)
-            .build()
-            .map_err(|e| RegistryError::Unreachable {
-                url: url.to_string(),
-                reason: format!("failed to build the HTTP client: {e}"),
-            })?;
-        Ok(self.http.get_or_init(|| c))
+        let c = Client::new(self.options.grants(), self.options.limits)?;
+        Ok(self.net.get_or_init(|| c))
     }
 
     fn insecure(&self, host_port: &str) -> bool {
@@ -173,10 +171,7 @@ impl Resolver {
         };
         match reference {
             PluginRef::Path(path) => {
-                let bytes = std::fs::read(path).map_err(|source| RegistryError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
+                let bytes = read_plugin_file(path, self.options.limits.max_bytes)?;
                 let digest = Digest::of(&bytes);
                 check_lock(&digest)?;
                 check_component(&shown, &bytes)?;
@@ -237,10 +232,9 @@ impl Resolver {
         }
     }
 
-    fn download(&self, url: &reqwest::Url) -> Result<Vec<u8>, RegistryError> {
-        let client = self.http(url.as_str())?;
-        self.runtime()?
-            .block_on(download(client, url, self.options.max_bytes))
+    fn download(&self, url: &ragen_gym_net::Url) -> Result<Vec<u8>, RegistryError> {
+        let net = self.net()?;
+        self.runtime()?.block_on(download(net, url))
     }
 
     fn resolve_oci(
@@ -250,14 +244,16 @@ impl Resolver {
         check_lock: &dyn Fn(&Digest) -> Result<(), RegistryError>,
     ) -> Result<Resolved, RegistryError> {
         let registry = image.registry().to_string();
-        let insecure = self.insecure(&registry);
-        let map = |e| oci::map_err(shown, &registry, insecure, e);
-        let client = oci::client(
-            &self.options.insecure_hosts,
-            self.options.connect_timeout,
-            self.options.read_timeout,
-        );
+        let net = self.net()?;
         let rt = self.runtime()?;
+        let mut session = Session::new(
+            net,
+            shown,
+            &registry,
+            image.repository(),
+            self.insecure(&registry),
+            "pull",
+        )?;
         // A manifest named by digest is immutable: take it from the cache when we have it.
         let pinned_manifest = image
             .digest()
@@ -272,19 +268,10 @@ impl Resolver {
             .and_then(|d| self.cache.get_kind(Kind::OciManifest, d).map(|m| (m, *d)));
         let (raw, manifest_digest) = match cached_manifest {
             Some(m) => m,
-            None => {
-                let (raw, digest) = rt
-                    .block_on(oci::pull_manifest(&client, image))
-                    .map_err(map)?;
-                let digest = Digest::parse(&digest).map_err(|reason| RegistryError::Registry {
-                    reference: shown.to_string(),
-                    reason: format!("the registry sent a bad manifest digest: {reason}"),
-                })?;
-                (raw, digest)
-            }
+            None => rt.block_on(session.pull_manifest(image))?,
         };
-        let manifest = oci::parse_manifest(shown, &raw)?;
-        let layer = oci::check_manifest(shown, &manifest)?;
+        let manifest = parse_manifest(shown, &raw)?;
+        let layer = check_manifest(shown, &manifest, net.grants())?;
         let layer_digest =
             Digest::parse(&layer.digest).map_err(|reason| RegistryError::NotAWasmArtifact {
                 reference: shown.to_string(),
@@ -295,22 +282,13 @@ impl Resolver {
             Some(b) => (b, Origin::Cache),
             None => {
                 let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
-                if size > self.options.max_bytes {
+                if size > self.options.limits.max_bytes {
                     return Err(RegistryError::TooLarge {
                         url: shown.to_string(),
-                        limit: self.options.max_bytes,
+                        limit: self.options.limits.max_bytes,
                     });
                 }
-                let bytes = rt
-                    .block_on(oci::pull_layer(&client, image, layer))
-                    .map_err(map)?;
-                if bytes.len() as u64 != size {
-                    return Err(RegistryError::Truncated {
-                        url: shown.to_string(),
-                        expected: Some(size),
-                        received: bytes.len() as u64,
-                    });
-                }
+                let bytes = rt.block_on(session.pull_layer(layer, size))?;
                 let got = Digest::of(&bytes);
                 if got != layer_digest {
                     return Err(RegistryError::DigestMismatch {
@@ -370,20 +348,77 @@ impl Resolver {
         let layer = Digest::of(component);
         let config = WasmConfig::for_component(&layer, component_info);
         let registry = image.registry().to_string();
-        let insecure = self.insecure(&registry);
-        let client = oci::client(
-            &self.options.insecure_hosts,
-            self.options.connect_timeout,
-            self.options.read_timeout,
-        );
-        let manifest = self
-            .runtime()?
-            .block_on(oci::push(&client, image, component, &config, annotations))
-            .map_err(|e| oci::map_err(&shown, &registry, insecure, e))?;
+        let tag = image.tag().unwrap_or("latest").to_string();
+        let mut session = Session::new(
+            self.net()?,
+            &shown,
+            &registry,
+            image.repository(),
+            self.insecure(&registry),
+            "pull,push",
+        )?;
+        let manifest = self.runtime()?.block_on(async {
+            let body = wasm_manifest(component, &config, annotations)?;
+            session
+                .push_blob(bytes::Bytes::copy_from_slice(component), &layer.to_string())
+                .await?;
+            session
+                .push_blob(body.config.clone(), &body.config_digest.to_string())
+                .await?;
+            session.push_manifest(&tag, body.manifest.clone()).await?;
+            Ok::<_, RegistryError>(Digest::of(&body.manifest))
+        })?;
         Ok(Published {
             reference: shown,
             manifest,
             layer,
         })
     }
+}
+
+/// A Wasm artifact's config blob and manifest, serialised.
+struct ArtifactBody {
+    config: bytes::Bytes,
+    config_digest: Digest,
+    manifest: bytes::Bytes,
+}
+
+/// The config and the OCI image manifest of `component` (one `application/wasm` layer) with
+/// `annotations`.
+fn wasm_manifest(
+    component: &[u8],
+    config: &WasmConfig,
+    annotations: BTreeMap<String, String>,
+) -> Result<ArtifactBody, RegistryError> {
+    use crate::artifact::{OCI_MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
+    use oci_client::manifest::{OciDescriptor, OciImageManifest};
+    let json = |e: serde_json::Error| RegistryError::Registry {
+        reference: String::new(),
+        reason: format!("failed to serialise the artifact: {e}"),
+    };
+    let config = bytes::Bytes::from(serde_json::to_vec(config).map_err(json)?);
+    let config_digest = Digest::of(&config);
+    let desc = |media: &str, digest: &Digest, size: usize| OciDescriptor {
+        media_type: media.to_string(),
+        digest: digest.to_string(),
+        size: i64::try_from(size).unwrap_or(i64::MAX),
+        ..OciDescriptor::default()
+    };
+    let manifest = OciImageManifest {
+        schema_version: 2,
+        media_type: Some(OCI_MANIFEST_MEDIA_TYPE.to_string()),
+        config: desc(WASM_CONFIG_MEDIA_TYPE, &config_digest, config.len()),
+        layers: vec![desc(
+            WASM_LAYER_MEDIA_TYPE,
+            &Digest::of(component),
+            component.len(),
+        )],
+        annotations: Some(annotations),
+        ..OciImageManifest::default()
+    };
+    Ok(ArtifactBody {
+        config,
+        config_digest,
+        manifest: serde_json::to_vec(&manifest).map_err(json)?.into(),
+    })
 }

@@ -13,6 +13,7 @@ use ragen_gym_registry::{
 use ragen_gym_sandbox::{Plugin, PluginInfo, Sandbox, WasmRewardFunction};
 use std::path::{Path, PathBuf};
 
+use super::net::NetArgs;
 use super::sandbox::SandboxArgs;
 
 /// Where plugins may come from, and what pins them.
@@ -21,14 +22,17 @@ pub struct SourceArgs {
     /// Accept an `http(s)://` plugin URL without a `#sha256=<hex>` pin.
     #[arg(long)]
     pub allow_unpinned: bool,
-    /// Allow plain HTTP to HOST:PORT for plugin downloads: `http://` URLs and OCI registries
-    /// (repeatable).
+    /// Allow plain HTTP to HOST:PORT for plugin downloads: `http://` URLs, OCI registries and
+    /// redirect hops; an OCI layer's foreign URLs must be on such a host too (repeatable).
     #[arg(long = "insecure-registry", value_name = "HOST:PORT")]
     pub insecure_registry: Vec<String>,
     /// Refuse any plugin whose digest differs from the one in LOCKFILE (`ragen-gym.lock` of an
     /// earlier run), or that it does not list.
     #[arg(long, value_name = "LOCKFILE")]
     pub locked: Option<PathBuf>,
+    /// Bounds on downloads (and on API calls).
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 impl SourceArgs {
@@ -42,7 +46,7 @@ impl SourceArgs {
             ResolveOptions {
                 allow_unpinned: self.allow_unpinned,
                 insecure_hosts: self.insecure_registry.clone(),
-                ..ResolveOptions::default()
+                limits: self.net.download_limits(),
             },
         ))
     }
@@ -77,6 +81,13 @@ impl PluginSource {
             interface_version: m.interface_version.clone(),
         }
     }
+}
+
+/// `spec` as messages may name it: a plugin reference in its display form, which carries no
+/// credentials (`ragen_gym_registry::reference`); anything else as given.
+pub fn shown(spec: &str) -> String {
+    spec.parse::<PluginRef>()
+        .map_or_else(|_| spec.to_string(), |r| r.to_string())
 }
 
 /// Resolve `spec` used as `role`: a built-in name or alias (`bandit`, `sokoban`, `frozenlake`,
@@ -158,8 +169,8 @@ pub fn fetch_and_inspect(
     spec: &str,
     src: &SourceArgs,
 ) -> anyhow::Result<(PluginSource, PluginInfo)> {
-    let source =
-        fetch_plugin(spec, PluginRole::Env, src).map_err(|e| ExpectedError::plugin(spec, e))?;
+    let source = fetch_plugin(spec, PluginRole::Env, src)
+        .map_err(|e| ExpectedError::plugin(&shown(spec), e))?;
     let info = ragen_gym_sandbox::inspect_bytes(&source.name, &source.bytes)
         .map_err(|e| ExpectedError::plugin(&source.name, e))?;
     Ok((source, info))
@@ -185,7 +196,8 @@ pub fn load_into(
     role: PluginRole,
     src: &SourceArgs,
 ) -> anyhow::Result<(Plugin, LockedPlugin)> {
-    let source = fetch_plugin(spec, role, src).map_err(|e| ExpectedError::plugin(spec, e))?;
+    let source =
+        fetch_plugin(spec, role, src).map_err(|e| ExpectedError::plugin(&shown(spec), e))?;
     let plugin = sandbox
         .load_bytes(&source.name, &source.bytes)
         .map_err(|e| ExpectedError::plugin(&source.name, e))?;
@@ -213,7 +225,7 @@ pub fn load_reward_functions(
     for spec in specs {
         let (plugin, entry) = load_into(sandbox, spec, PluginRole::Reward, src)?;
         let function =
-            WasmRewardFunction::new(&plugin).map_err(|e| ExpectedError::plugin(spec, e))?;
+            WasmRewardFunction::new(&plugin).map_err(|e| ExpectedError::plugin(&shown(spec), e))?;
         functions.push(Box::new(function) as Box<dyn RewardFunction>);
         entries.push(entry);
     }

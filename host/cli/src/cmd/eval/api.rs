@@ -117,8 +117,10 @@ pub struct ApiSettings {
     pub concurrency: usize,
     /// Retries per request on 429, 5xx and connection failures.
     pub max_retries: u32,
-    /// Time limit per attempt.
+    /// Longest wait for an attempt's response headers.
     pub request_timeout: Duration,
+    /// Bounds on each response and on a request with its retries.
+    pub limits: ragen_gym_net::Limits,
 }
 
 impl ApiGenerator {
@@ -137,6 +139,7 @@ impl ApiGenerator {
                 max_retries: s.max_retries,
                 ..RetryPolicy::default()
             },
+            s.limits,
         )?;
         Ok(Self {
             client,

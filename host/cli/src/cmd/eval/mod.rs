@@ -71,13 +71,17 @@ pub struct Args {
     /// with exponential backoff (0.5 s doubling, at most 30 s, or the server's Retry-After).
     #[arg(long = "max-retries", default_value_t = 5)]
     pub max_retries: u32,
-    /// With an API model: seconds allowed per request attempt.
+    /// With an API model: seconds an attempt may wait for the response headers (a request and
+    /// all its retries end by `--max-time`).
     #[arg(
         long = "request-timeout",
         value_name = "SECONDS",
         default_value_t = 600
     )]
     pub request_timeout: u64,
+    /// With an API model: largest response accepted, bytes (counted as they arrive).
+    #[arg(long = "max-response-bytes", value_name = "BYTES", default_value_t = 8 << 20)]
+    pub max_response_bytes: u64,
     /// Write `ragen-gym.lock` into DIR (and, with `--model`, `trajectories.jsonl` and
     /// `metrics.jsonl`, so `ragen-gym replay DIR` can re-run the episodes).
     #[arg(long = "run-dir", value_name = "DIR")]

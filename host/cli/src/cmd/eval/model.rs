@@ -119,6 +119,7 @@ fn evaluate_api(
         concurrency: args.concurrency,
         max_retries: args.max_retries,
         request_timeout: Duration::from_secs(args.request_timeout),
+        limits: args.sandbox.source.net.api_limits(args.max_response_bytes),
     })?;
     let mut p = RolloutParams::from_config(
         cfg,

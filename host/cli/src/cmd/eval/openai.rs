@@ -4,10 +4,17 @@
 //! exponential backoff on HTTP 429 and 5xx and on connection failures (honouring
 //! `Retry-After`), and errors that name the URL. As RAGEN's `ConcurrentLLM`
 //! (`ragen/llm_agent/base_llm.py`) does for its API providers.
+//!
+//! Requests go through the bounded client (`ragen_gym_net`): only the endpoint's own host is
+//! contacted (a redirect elsewhere is refused), a response is read under a byte cap and a
+//! minimum rate, and a request with all its retries ends by one overall deadline. An error that
+//! quotes the server's body redacts the key in use.
 
+use ragen_gym_net::{Client, Grants, Limits, Method, NetError, Url, header, redact_secret};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// One chat message on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,18 +73,17 @@ struct WireReply {
 /// Why a chat request failed (after its retries).
 #[derive(Debug, thiserror::Error)]
 pub enum ChatError {
-    /// No HTTP response (connection refused, DNS, timeout).
-    #[error("no response from {url} after {attempts} attempts: {reason}")]
-    Unreachable {
-        /// The endpoint.
-        url: String,
+    /// No complete response (connection refused, DNS), a bound hit (byte cap, deadline,
+    /// minimum rate) or a refused redirect; the error names the URL and the bound.
+    #[error("{error} ({})", attempts_text(*attempts))]
+    Net {
         /// Attempts made.
         attempts: u32,
-        /// The last transport error.
-        reason: String,
+        /// The last failure.
+        error: NetError,
     },
     /// An error status (after retries for 429 and 5xx).
-    #[error("{url} answered HTTP {status} after {attempts} attempts: {body}")]
+    #[error("{url} answered HTTP {status} ({}): {body}", attempts_text(*attempts))]
     Status {
         /// The endpoint.
         url: String,
@@ -85,7 +91,7 @@ pub enum ChatError {
         status: u16,
         /// Attempts made.
         attempts: u32,
-        /// The start of the response body.
+        /// The start of the response body, the key redacted.
         body: String,
     },
     /// A 2xx response that is not a chat completion.
@@ -104,6 +110,15 @@ pub enum ChatError {
         /// Why.
         reason: String,
     },
+}
+
+/// `1 attempt`, `3 attempts`.
+fn attempts_text(n: u32) -> String {
+    if n == 1 {
+        "1 attempt".into()
+    } else {
+        format!("{n} attempts")
+    }
 }
 
 /// Retry schedule: attempt `k` (0-based) after a retryable failure waits
@@ -145,12 +160,17 @@ pub fn retryable(status: u16) -> bool {
 }
 
 struct Inner {
-    url: String,
+    url: Url,
+    shown: String,
     api_key: Option<String>,
-    http: reqwest::Client,
+    net: Client,
     retry: RetryPolicy,
     permits: tokio::sync::Semaphore,
 }
+
+/// Bytes of an error body read at most, and characters of it quoted.
+const ERROR_BODY_BYTES: usize = 64 << 10;
+const QUOTED_CHARS: usize = 300;
 
 /// An OpenAI-compatible chat client. Blocking methods over an owned current-thread runtime.
 pub struct ChatClient {
@@ -160,7 +180,9 @@ pub struct ChatClient {
 
 impl ChatClient {
     /// A client for `{base_url}/chat/completions` with at most `concurrency` requests in flight,
-    /// `request_timeout` per attempt, and an optional bearer `api_key`.
+    /// `request_timeout` per attempt (its wait for response headers), an optional bearer
+    /// `api_key`, and `limits` on every response (its deadline covers a request and all its
+    /// retries).
     ///
     /// # Errors
     /// [`ChatError::Setup`].
@@ -170,16 +192,19 @@ impl ChatClient {
         concurrency: usize,
         request_timeout: Duration,
         retry: RetryPolicy,
+        limits: Limits,
     ) -> Result<Self, ChatError> {
-        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
+        let shown = format!("{}/chat/completions", base_url.trim_end_matches('/'));
         let setup = |reason: String| ChatError::Setup {
-            url: url.clone(),
+            url: shown.clone(),
             reason,
         };
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(request_timeout)
-            .build()
+        let url = Url::parse(&shown).map_err(|e| setup(format!("not a URL: {e}")))?;
+        let limits = Limits {
+            head_timeout: request_timeout,
+            ..limits
+        };
+        let net = Client::new(Grants::only_origin_of(&url, "--base-url"), limits)
             .map_err(|e| setup(e.to_string()))?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -188,8 +213,9 @@ impl ChatClient {
         Ok(Self {
             inner: Arc::new(Inner {
                 url,
+                shown,
                 api_key,
-                http,
+                net,
                 retry,
                 permits: tokio::sync::Semaphore::new(concurrency.max(1)),
             }),
@@ -199,7 +225,7 @@ impl ChatClient {
 
     /// The endpoint URL.
     pub fn url(&self) -> &str {
-        &self.inner.url
+        &self.inner.shown
     }
 
     /// Complete every request (concurrently, at most `concurrency` in flight); results in
@@ -217,7 +243,7 @@ impl ChatClient {
             let mut out: Vec<Option<Completion>> = vec![None; set.len()];
             while let Some(joined) = set.join_next().await {
                 let (i, r) = joined.map_err(|e| ChatError::Setup {
-                    url: self.inner.url.clone(),
+                    url: self.inner.shown.clone(),
                     reason: format!("request task failed: {e}"),
                 })?;
                 out[i] = Some(r?);
@@ -233,76 +259,102 @@ impl ChatClient {
 impl Inner {
     async fn complete(&self, req: &ChatRequest) -> Result<Completion, ChatError> {
         let _permit = self.permits.acquire().await.map_err(|e| ChatError::Setup {
-            url: self.url.clone(),
+            url: self.shown.clone(),
             reason: e.to_string(),
         })?;
+        let deadline = self.net.deadline_from_now();
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let mut builder = self.http.post(&self.url).json(req);
-            if let Some(key) = &self.api_key {
-                builder = builder.bearer_auth(key);
-            }
-            let (retry_after, failure) = match builder.send().await {
-                Err(e) => (
-                    None,
-                    ChatError::Unreachable {
-                        url: self.url.clone(),
-                        attempts: attempt,
-                        reason: format!("{:#}", anyhow::Error::new(e)),
-                    },
-                ),
-                Ok(resp) if resp.status().is_success() => {
-                    let body: WireResponse = resp.json().await.map_err(|e| ChatError::Body {
-                        url: self.url.clone(),
-                        reason: format!("{:#}", anyhow::Error::new(e)),
-                    })?;
-                    let choice =
-                        body.choices
-                            .into_iter()
-                            .next()
-                            .ok_or_else(|| ChatError::Body {
-                                url: self.url.clone(),
-                                reason: "no choices".into(),
-                            })?;
-                    return Ok(Completion {
-                        text: choice.message.content.unwrap_or_default(),
-                        finish_reason: choice.finish_reason,
-                    });
-                }
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let retry_after = resp
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok());
-                    let body: String = resp
-                        .text()
-                        .await
-                        .unwrap_or_default()
-                        .chars()
-                        .take(300)
-                        .collect();
-                    let failure = ChatError::Status {
-                        url: self.url.clone(),
-                        status,
-                        attempts: attempt,
-                        body,
-                    };
-                    if !retryable(status) {
-                        return Err(failure);
-                    }
-                    (retry_after, failure)
-                }
+            let (retry_after, failure) = match self.attempt(req, attempt, deadline).await {
+                Ok(Ok(completion)) => return Ok(completion),
+                Ok(Err(failure)) => failure,
+                Err(fatal) => return Err(fatal),
             };
-            if attempt > self.retry.max_retries {
+            let wait = self.retry.delay(attempt - 1, retry_after);
+            if attempt > self.retry.max_retries || Instant::now() + wait >= deadline {
                 return Err(failure);
             }
-            let wait = self.retry.delay(attempt - 1, retry_after);
-            tracing::warn!(url = %self.url, attempt, "chat request failed ({failure}); retrying in {wait:?}");
+            tracing::warn!(url = %self.shown, attempt, "chat request failed ({failure}); retrying in {wait:?}");
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// One attempt: the completion, a failure worth retrying (with the server's
+    /// `Retry-After`), or a failure that ends the request.
+    async fn attempt(
+        &self,
+        req: &ChatRequest,
+        attempt: u32,
+        deadline: Instant,
+    ) -> Result<Result<Completion, (Option<u64>, ChatError)>, ChatError> {
+        let net = |error: NetError| ChatError::Net {
+            attempts: attempt,
+            error,
+        };
+        let json = serde_json::to_vec(req).map_err(|e| ChatError::Setup {
+            url: self.shown.clone(),
+            reason: format!("failed to serialise the request: {e}"),
+        })?;
+        let mut builder = self
+            .net
+            .request(Method::POST, &self.url)
+            .map_err(net)?
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(json);
+        if let Some(key) = &self.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let resp = match self.net.send(builder, &self.url, deadline).await {
+            Ok(r) => r,
+            Err(e) if e.is_transient() => return Ok(Err((None, net(e)))),
+            Err(e) => return Err(net(e)),
+        };
+        let status = resp.status();
+        if (200..300).contains(&status) {
+            let cap = self.net.limits().max_bytes;
+            let body = match resp.bytes(cap).await {
+                Ok(b) => b,
+                Err(e) if e.is_transient() => return Ok(Err((None, net(e)))),
+                Err(e) => return Err(net(e)),
+            };
+            return self.completion(&body).map(Ok);
+        }
+        let retry_after = resp
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let text = resp.snippet(ERROR_BODY_BYTES).await;
+        let failure = ChatError::Status {
+            url: self.shown.clone(),
+            status,
+            attempts: attempt,
+            body: redact_secret(&text, self.api_key.as_deref(), QUOTED_CHARS),
+        };
+        if retryable(status) {
+            Ok(Err((retry_after, failure)))
+        } else {
+            Err(failure)
+        }
+    }
+
+    /// The first choice of a chat-completion body.
+    fn completion(&self, body: &[u8]) -> Result<Completion, ChatError> {
+        let bad = |reason: String| ChatError::Body {
+            url: self.shown.clone(),
+            reason,
+        };
+        let body: WireResponse = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+        let choice = body
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| bad("no choices".into()))?;
+        Ok(Completion {
+            text: choice.message.content.unwrap_or_default(),
+            finish_reason: choice.finish_reason,
+        })
     }
 }
 
