@@ -1,6 +1,11 @@
-//! `ragen-gym` as a child process under watch: its peak RSS (the kernel's own high-water mark,
-//! `ru_maxrss` from `wait4(2)`), killed when its resident memory passes a cap or it runs past a
-//! time limit, so a test against a hostile server can neither exhaust this machine nor hang.
+//! `ragen-gym` as a child process under watch: its peak RSS (the kernel's high-water mark of the
+//! child's own address space, `VmHWM` in `/proc/PID/status` (proc(5)), read every 10 ms while it
+//! runs), killed when its resident memory passes a cap or it runs past a time limit, so a test
+//! against a hostile server can neither exhaust this machine nor hang.
+//!
+//! Not `ru_maxrss` from `wait4(2)`: Linux carries the pre-`exec` high-water mark into it
+//! (`exec_mmap` in fs/exec.c keeps the old address space's), and before `exec` the child is a copy
+//! of this test process, which holds the models of the tests running beside it.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -41,12 +46,13 @@ pub fn cli() -> PathBuf {
     cli
 }
 
-fn resident_kib(pid: i32) -> u64 {
+/// A `kB` field of `/proc/PID/status` (`VmRSS`, `VmHWM`); 0 once the process has exited.
+fn status_kib(pid: i32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
@@ -60,10 +66,7 @@ pub fn run_watched(
     limit: Duration,
     rss_cap_mib: u64,
 ) -> Outcome {
-    #[expect(
-        clippy::zombie_processes,
-        reason = "reaped by wait4 below, which also reports its peak RSS"
-    )]
+    #[expect(clippy::zombie_processes, reason = "reaped by waitpid below")]
     let mut child = Command::new(cli())
         .args(args)
         .envs(envs.iter().copied())
@@ -87,18 +90,23 @@ pub fn run_watched(
     let start = Instant::now();
     let mut killed = None;
     let mut status = 0i32;
-    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // `spawn` returns after the child's `exec`, so every `VmHWM` read here is the new program's.
+    let mut peak_kib = 0u64;
     loop {
+        peak_kib = peak_kib.max(status_kib(pid, "VmHWM"));
         // SAFETY: `pid` is our own child, not yet reaped (std's `Child::wait` is never called);
-        // `status` and `usage` are valid for writes.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        // `status` is valid for writes.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
         if r == pid {
             break;
         }
-        assert!(r == 0, "wait4 failed: {}", std::io::Error::last_os_error());
+        assert!(
+            r == 0,
+            "waitpid failed: {}",
+            std::io::Error::last_os_error()
+        );
         if killed.is_none() {
-            if resident_kib(pid) > rss_cap_mib << 10 {
+            if status_kib(pid, "VmRSS") > rss_cap_mib << 10 {
                 killed = Some("memory");
             } else if start.elapsed() > limit {
                 killed = Some("time");
@@ -116,7 +124,7 @@ pub fn run_watched(
         code,
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
-        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+        peak_rss_mib: peak_kib as f64 / 1024.0,
         elapsed,
         killed,
     }
