@@ -5,7 +5,9 @@
 //! Each round runs one iteration with `rollout.prefix_sharing` on and one with it off, in
 //! alternating order (on/off, then off/on), each with a fresh trainer on the same config and
 //! seeds, so both sides sample the same tokens (`same_rollout` checks it) and do the same work
-//! but for prefilling. Figures are medians over the rounds; peak memory is the process's peak
+//! but for prefilling. With `--baseline` the other side also turns off the update's other
+//! savings (`trainer.scoring_from_update = false`, `actor.kl_after_update_freq = 1`): the
+//! iteration as it ran before them. Figures are medians over the rounds; peak memory is the process's peak
 //! RSS during the iteration (reset before each). The shape is RAGEN's 8 groups x 16 rollouts
 //! (`--groups`, `--group-size`) with the config layers of `ragen-gym train` (the CPU profile on
 //! a CPU, then the env preset) for turns and lengths.
@@ -44,6 +46,10 @@ pub struct IterationArgs {
     /// Do not apply the CPU profile even when running on the CPU.
     #[arg(long)]
     pub no_cpu_profile: bool,
+    /// The other side is the baseline: besides prefix sharing, the separate scoring pass and the
+    /// KL-after-update pass every iteration are back on.
+    #[arg(long)]
+    pub baseline: bool,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -142,7 +148,13 @@ fn report(args: &IterationArgs, runs: &[Run], differ: &Differences) -> Value {
     let (mut out, off) = (summary(runs, true), summary(runs, false));
     let speedup = seconds(&off) / seconds(&out);
     let o = out.as_object_mut().expect("an object");
-    o.insert("seconds_without_sharing".into(), json!(seconds(&off)));
+    let other = if args.baseline {
+        "seconds_baseline"
+    } else {
+        "seconds_without_sharing"
+    };
+    o.insert(other.into(), json!(seconds(&off)));
+    o.insert("baseline".into(), json!(args.baseline));
     o.insert("speedup".into(), json!(speedup));
     o.insert("without_sharing".into(), off);
     o.insert("same_rollout".into(), json!(differ.is_empty()));
@@ -170,7 +182,8 @@ fn print_table(args: &IterationArgs, out: &Value, differ: &Differences) {
         "{:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
         "prefix sharing", "total s", "sample s", "score s", "critic s", "actor s", "peak MiB"
     );
-    for (name, s) in [("on", out), ("off", &out["without_sharing"])] {
+    let off = if args.baseline { "baseline" } else { "off" };
+    for (name, s) in [("on", out), (off, &out["without_sharing"])] {
         let f = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
         println!(
             "{name:<16}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.0}",
@@ -209,7 +222,7 @@ pub fn run(args: IterationArgs) -> anyhow::Result<()> {
 }
 
 /// The config of one side: `train`'s layers, `--set`, `--model`, then the benchmark's shape,
-/// one iteration, and prefix sharing on or off.
+/// one iteration, and prefix sharing on or off (off with `--baseline`: every saving off).
 fn side_config(
     args: &IterationArgs,
     device: &ragen_gym_policy::Device,
@@ -230,6 +243,14 @@ fn side_config(
         format!("rollout.prefix_sharing={sharing}"),
     ] {
         b = b.layer_override(&o)?;
+    }
+    if args.baseline && !sharing {
+        for o in [
+            "trainer.scoring_from_update=false",
+            "actor.kl_after_update_freq=1",
+        ] {
+            b = b.layer_override(o)?;
+        }
     }
     Ok(b.build()?)
 }
