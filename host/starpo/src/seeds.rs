@@ -14,6 +14,30 @@ pub fn group_seeds(base: u64, env_groups: usize, group_size: usize) -> Vec<(usiz
         .collect()
 }
 
+/// The offset between the reset seeds of consecutive members of a group with
+/// `seed.member_offset` (`2^32`: far above every group seed a run derives, so no member's seed is
+/// another group's).
+pub const MEMBER_SEED_STRIDE: u64 = 1 << 32;
+
+/// Reset seeds of a training batch: [`group_seeds`], and with `member_offset` member `m` of a group
+/// adds `m × MEMBER_SEED_STRIDE` to its group's seed (RAGEN-2's per-instance offset), so members
+/// draw their own random outcomes.
+pub fn train_seeds(
+    base: u64,
+    env_groups: usize,
+    group_size: usize,
+    member_offset: bool,
+) -> Vec<(usize, u64)> {
+    let mut seeds = group_seeds(base, env_groups, group_size);
+    if member_offset {
+        for (i, (_, seed)) in seeds.iter_mut().enumerate() {
+            let member = (i % group_size.max(1)) as u64;
+            *seed = seed.wrapping_add(member.wrapping_mul(MEMBER_SEED_STRIDE));
+        }
+    }
+    seeds
+}
+
 /// The reset-seed base of training rollout `rollout_index` (0-based; Online-k reuses one rollout
 /// for k iterations): `seed.train + env_groups × rollout_index` (RAGEN `es_manager.reset`).
 pub fn train_reset_base(seed_train: u64, env_groups: usize, rollout_index: u64) -> u64 {
@@ -72,6 +96,25 @@ mod tests {
                 (1, 10017),
                 (1, 10017),
                 (1, 10017)
+            ]
+        );
+    }
+
+    #[test]
+    fn member_offsets_give_each_member_its_own_seed() {
+        let shared = train_seeds(10_016, 2, 3, false);
+        assert_eq!(shared, group_seeds(10_016, 2, 3));
+        let s = train_seeds(10_016, 2, 3, true);
+        let k = 1u64 << 32;
+        assert_eq!(
+            s,
+            vec![
+                (0, 10016),
+                (0, 10016 + k),
+                (0, 10016 + 2 * k),
+                (1, 10017),
+                (1, 10017 + k),
+                (1, 10017 + 2 * k)
             ]
         );
     }

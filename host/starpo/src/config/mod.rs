@@ -114,6 +114,7 @@ pub struct SeedConfig {
     pub train: u64,
     pub val: u64,
     pub sampler: u64,
+    pub member_offset: bool,
 }
 
 /// `[es_manager]`.

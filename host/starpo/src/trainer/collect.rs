@@ -12,7 +12,7 @@ use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer, prefix_cache};
 use crate::prompt::OriginCounts;
 use crate::rewards::{apply_reward_functions, training_scores};
 use crate::rollout::{RolloutParams, RolloutProgress, rollout};
-use crate::seeds::{group_seeds, rollout_sampler_seed, train_reset_base};
+use crate::seeds::{rollout_sampler_seed, train_reset_base, train_seeds};
 use ragen_gym_core::Trajectory;
 use ragen_gym_policy as pol;
 use std::time::Instant;
@@ -64,7 +64,7 @@ impl Trainer {
         let g = cfg.es_manager.train;
         let rollout_index = u64::from((it - 1) / cfg.trainer.online_k);
         let base = train_reset_base(cfg.seed.train, g.env_groups, rollout_index);
-        let seeds = group_seeds(base, g.env_groups, g.group_size);
+        let seeds = train_seeds(base, g.env_groups, g.group_size, cfg.seed.member_offset);
         let sampler_seed = rollout_sampler_seed(cfg.seed.sampler, rollout_index);
         let spec = self.train_pool.spec();
         let p = RolloutParams::from_config(cfg, spec, cfg.rollout.temperature, sampler_seed);
