@@ -4,6 +4,8 @@
 //! metrics. Writes `plots/curves.png` (all panels) and one PNG per panel, and prints each
 //! series' points. A metric logged with its standard error (`{name}_stderr`, e.g.
 //! `val-env/{tag}/success_stderr`) gets error bars of one standard error either side (`docs/ragen-semantics.md` section 9).
+//! `--baseline NAME=VALUE` draws a dashed horizontal reference line at VALUE on the success
+//! panel, e.g. the random policy's success rate from `ragen-gym eval --policy random`.
 //!
 //! Text is drawn with an embedded font (DejaVu Sans, matplotlib's default, from the `dejavu`
 //! crate, through plotters' `ab_glyph` renderer), so the images look the same on every machine.
@@ -25,6 +27,68 @@ pub struct Args {
     /// Output directory (default `RUN_DIR/plots`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// A reference success rate drawn as a dashed horizontal line on the success panel, e.g.
+    /// `--baseline "random policy=0.143"` (the `success_rate` of `ragen-gym eval --policy
+    /// random --episodes 1000 --json`). Repeatable.
+    #[arg(long, value_name = "NAME=VALUE", value_parser = Baseline::parse)]
+    pub baseline: Vec<Baseline>,
+}
+
+/// A horizontal reference line of the success panel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baseline {
+    /// The legend entry's name.
+    pub name: String,
+    /// Its y value.
+    pub value: f64,
+}
+
+impl Baseline {
+    /// Parse `NAME=VALUE` (split at the last `=`): a non-empty name and a finite number.
+    ///
+    /// # Errors
+    /// A message saying which part is wrong.
+    pub fn parse(arg: &str) -> Result<Self, String> {
+        let (name, value) = arg
+            .rsplit_once('=')
+            .ok_or_else(|| format!("`{arg}` is not NAME=VALUE"))?;
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(format!("`{arg}` has no name before `=`"));
+        }
+        let value: f64 = value
+            .trim()
+            .parse()
+            .map_err(|e| format!("`{arg}`: the value is not a number ({e})"))?;
+        if !value.is_finite() {
+            return Err(format!("`{arg}`: the value must be finite"));
+        }
+        Ok(Self {
+            name: name.to_string(),
+            value,
+        })
+    }
+
+    /// The legend entry: `NAME (VALUE)`.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.name, self.value)
+    }
+}
+
+/// One panel: a curve, its series, and the reference lines drawn across it.
+#[derive(Debug, Clone)]
+pub struct Panel<'a> {
+    /// What the panel shows.
+    pub curve: &'a Curve,
+    /// Its lines.
+    pub series: Vec<Series>,
+    /// Its horizontal reference lines.
+    pub baselines: Vec<Baseline>,
+}
+
+/// Whether `curve` is a success panel (the one `--baseline` lines go on).
+fn shows_success(curve: &Curve) -> bool {
+    curve.series(["val-env/any/success"]).len() == 1
 }
 
 /// The font family every text of the plots uses.
@@ -120,8 +184,12 @@ fn plot_err<E: std::error::Error + Send + Sync + 'static>(
 }
 
 /// The x and y ranges of a panel: x from 0 to the last iteration (at least 1), y around the
-/// values and their error bars with 5 % padding (a unit window around a flat series).
-fn ranges(series: &[Series]) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
+/// values, their error bars and the baselines with 5 % padding (a unit window around a flat
+/// series).
+fn ranges(
+    series: &[Series],
+    baselines: &[Baseline],
+) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
     let (mut x1, mut y0, mut y1) = (1.0f64, f64::INFINITY, f64::NEG_INFINITY);
     let mut cover = |y: f64| {
         if y.is_finite() {
@@ -138,6 +206,9 @@ fn ranges(series: &[Series]) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
             cover(lo);
             cover(hi);
         }
+    }
+    for b in baselines {
+        cover(b.value);
     }
     if y1.partial_cmp(&y0) != Some(std::cmp::Ordering::Greater) {
         let mid = if y0.is_finite() { y0 } else { 0.0 };
@@ -164,13 +235,17 @@ fn decimals(span: f64) -> usize {
 /// The pixel mapping of a panel's chart (for tests).
 type PanelCoord = Cartesian2d<RangedCoordf64, RangedCoordf64>;
 
+/// The colour of baseline lines (a dark grey, apart from the series' palette).
+const BASELINE_COLOR: RGBColor = RGBColor(90, 90, 90);
+
 /// Draw one panel onto `area`; returns its chart's pixel mapping.
 fn draw_panel(
     area: &DrawingArea<BitMapBackend<'_>, Shift>,
-    curve: &Curve,
-    series: &[Series],
+    panel: &Panel<'_>,
 ) -> anyhow::Result<PanelCoord> {
-    let (xr, yr) = ranges(series);
+    let (curve, series) = (panel.curve, &panel.series);
+    let (xr, yr) = ranges(series, &panel.baselines);
+    let x_end = xr.end;
     let places = decimals(yr.end - yr.start);
     // "-0.00" reads as a bug: ticks that round to zero print as zero.
     let y_label = move |y: &f64| {
@@ -226,6 +301,19 @@ fn draw_panel(
             }))
             .map_err(plot_err)?;
     }
+    for b in &panel.baselines {
+        let style = BASELINE_COLOR.stroke_width(2);
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.0, b.value), (x_end, b.value)],
+                10,
+                6,
+                style,
+            ))
+            .map_err(plot_err)?
+            .label(b.label())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -243,7 +331,7 @@ fn grid_size(n: usize, cols: usize) -> (u32, u32) {
 }
 
 /// Draw `panels` in a grid of `cols` columns into the PNG `path`.
-fn draw_grid(path: &Path, panels: &[(&Curve, Vec<Series>)], cols: usize) -> anyhow::Result<()> {
+fn draw_grid(path: &Path, panels: &[Panel<'_>], cols: usize) -> anyhow::Result<()> {
     let root = BitMapBackend::new(path, grid_size(panels.len(), cols)).into_drawing_area();
     draw_grid_on(root, panels, cols).map(drop)
 }
@@ -251,14 +339,14 @@ fn draw_grid(path: &Path, panels: &[(&Curve, Vec<Series>)], cols: usize) -> anyh
 /// Draw `panels` onto `root`; returns each panel's pixel mapping.
 fn draw_grid_on(
     root: DrawingArea<BitMapBackend<'_>, Shift>,
-    panels: &[(&Curve, Vec<Series>)],
+    panels: &[Panel<'_>],
     cols: usize,
 ) -> anyhow::Result<Vec<PanelCoord>> {
     let rows = panels.len().div_ceil(cols);
     root.fill(&WHITE).map_err(plot_err)?;
     let mut coords = Vec::with_capacity(panels.len());
-    for (area, (curve, series)) in root.split_evenly((rows, cols)).iter().zip(panels) {
-        coords.push(draw_panel(area, curve, series)?);
+    for (area, panel) in root.split_evenly((rows, cols)).iter().zip(panels) {
+        coords.push(draw_panel(area, panel)?);
     }
     root.present().map_err(plot_err)?;
     Ok(coords)
@@ -271,10 +359,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let lines = run
         .read_metrics()
         .with_context(|| format!("failed to read metrics of {}", args.run_dir.display()))?;
-    let panels: Vec<(&Curve, Vec<Series>)> = CURVES
+    let panels: Vec<Panel<'_>> = CURVES
         .iter()
-        .map(|c| (c, series_of(c, &lines)))
-        .filter(|(_, s)| !s.is_empty())
+        .map(|curve| Panel {
+            curve,
+            series: series_of(curve, &lines),
+            baselines: if shows_success(curve) {
+                args.baseline.clone()
+            } else {
+                Vec::new()
+            },
+        })
+        .filter(|p| !p.series.is_empty())
         .collect();
     if panels.is_empty() {
         anyhow::bail!("{} has no plottable metrics", run.metrics_path().display());
@@ -285,13 +381,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     draw_grid(&all, &panels, 2.min(panels.len()))
         .with_context(|| format!("failed to draw {}", all.display()))?;
     println!("{}", all.display());
-    for (curve, series) in &panels {
-        let slug = curve.title.to_lowercase().replace([' ', '-'], "_");
+    for panel in &panels {
+        let slug = panel.curve.title.to_lowercase().replace([' ', '-'], "_");
         let file = out.join(format!("{slug}.png"));
-        draw_grid(&file, &[(curve, series.clone())], 1)
+        draw_grid(&file, std::slice::from_ref(panel), 1)
             .with_context(|| format!("failed to draw {}", file.display()))?;
-        println!("{} -> {}", curve.title, file.display());
-        for s in series {
+        println!("{} -> {}", panel.curve.title, file.display());
+        for b in &panel.baselines {
+            println!("  baseline {} {}", b.name, b.value);
+        }
+        for s in &panel.series {
             let pts: Vec<String> = s
                 .points
                 .iter()
@@ -310,6 +409,102 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn panel(curve: &Curve, series: Vec<Series>, baselines: Vec<Baseline>) -> Panel<'_> {
+        Panel {
+            curve,
+            series,
+            baselines,
+        }
+    }
+
+    #[test]
+    fn baselines_parse_and_name_what_is_wrong() {
+        assert_eq!(
+            Baseline::parse("random policy=0.143"),
+            Ok(Baseline {
+                name: "random policy".into(),
+                value: 0.143
+            })
+        );
+        // the last `=` splits, so a name may hold one
+        assert_eq!(Baseline::parse("a=b=0.5").unwrap().name, "a=b");
+        assert!(Baseline::parse("0.5").unwrap_err().contains("NAME=VALUE"));
+        assert!(Baseline::parse("=0.5").unwrap_err().contains("no name"));
+        assert!(
+            Baseline::parse("random=high")
+                .unwrap_err()
+                .contains("not a number")
+        );
+        assert!(
+            Baseline::parse("random=inf")
+                .unwrap_err()
+                .contains("finite")
+        );
+        assert_eq!(
+            Baseline::parse("random=0.25").unwrap().label(),
+            "random (0.25)"
+        );
+        assert!(shows_success(&CURVES[0]));
+        assert!(CURVES[1..].iter().all(|c| !shows_success(c)));
+    }
+
+    #[test]
+    fn a_baseline_is_a_dashed_line_across_the_success_panel() {
+        use serde_json::json;
+        let lines = vec![
+            json!({"iteration": 0, "val-env/Bandit/success": 0.5,
+                   "val-env/Bandit/success_stderr": 0.05}),
+            json!({"iteration": 10, "val-env/Bandit/success": 0.9,
+                   "val-env/Bandit/success_stderr": 0.04}),
+        ];
+        let s = series_of(&CURVES[0], &lines);
+        // a baseline below every point widens the y range to cover it: 0.2 .. 0.94, 5 % padding
+        let random = Baseline::parse("random=0.2").unwrap();
+        let (_, yr) = ranges(&s, std::slice::from_ref(&random));
+        assert!((yr.start - (0.2 - 0.037)).abs() < 1e-12, "{yr:?}");
+        assert!((yr.end - (0.94 + 0.037)).abs() < 1e-12, "{yr:?}");
+        register_font().unwrap();
+        let (w, h) = grid_size(1, 1);
+        let render = |baselines: Vec<Baseline>| {
+            let mut buf = vec![255u8; (w * h * 3) as usize];
+            let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+            let coord = draw_grid_on(root, &[panel(&CURVES[0], s.clone(), baselines)], 1)
+                .unwrap()
+                .remove(0);
+            (buf, coord)
+        };
+        let grey = [BASELINE_COLOR.0, BASELINE_COLOR.1, BASELINE_COLOR.2];
+        let row = |buf: &[u8], py: i32, x0: i32, x1: i32| -> usize {
+            (x0..x1)
+                .filter(|&px| {
+                    let i = (py as usize * w as usize + px as usize) * 3;
+                    buf[i..i + 3] == grey
+                })
+                .count()
+        };
+        let (buf, coord) = render(vec![random.clone()]);
+        let (x0, y) = coord.translate(&(0.0, 0.2));
+        let (x1, _) = coord.translate(&(10.0, 0.2));
+        let on = row(&buf, y, x0, x1);
+        // dashes of 10 pixels with gaps of 6 cover about 10/16 of the width
+        let width = (x1 - x0) as f64;
+        assert!(
+            (on as f64) > 0.5 * width && (on as f64) < 0.8 * width,
+            "{on} of {width} pixels at y = 0.2 are the baseline's"
+        );
+        // the line stays at its value, and nothing is grey there without it
+        let (_, y_off) = coord.translate(&(0.0, 0.35));
+        assert_eq!(row(&buf, y_off, x0, x1), 0);
+        let (bare, coord) = render(vec![]);
+        let (x0, top) = coord.translate(&(0.0, 0.94));
+        let (x1, bottom) = coord.translate(&(10.0, 0.46));
+        let widest = (top..bottom).map(|py| row(&bare, py, x0, x1)).max();
+        assert!(
+            widest < Some(10),
+            "{widest:?} grey pixels in a row without a baseline"
+        );
+    }
 
     #[test]
     fn panels_pick_their_series_and_draw_with_text() {
@@ -333,7 +528,7 @@ mod tests {
         assert_eq!(s[1].points, vec![(0.0, 0.5), (3.0, 0.5)]);
         // a flat series gets a unit window
         let g = series_of(&CURVES[3], &lines);
-        assert_eq!(ranges(&g), (0.0..3.0, 0.45..1.55));
+        assert_eq!(ranges(&g, &[]), (0.0..3.0, 0.45..1.55));
         // ticks: whole iterations only; no "-0.00"
         assert_eq!(
             (iteration_label(&2.0), iteration_label(&0.5)),
@@ -346,7 +541,7 @@ mod tests {
         let (w, h) = grid_size(1, 1);
         let mut buf = vec![255u8; (w * h * 3) as usize];
         let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
-        draw_grid_on(root, &[(&CURVES[0], s)], 1).unwrap();
+        draw_grid_on(root, &[panel(&CURVES[0], s, vec![])], 1).unwrap();
         let title_band = &buf[..(w * 30 * 3) as usize];
         let dark = title_band
             .chunks(3)
@@ -378,7 +573,7 @@ mod tests {
             vec![(0.0, 0.1875, 0.25, 0.3125), (4.0, 0.7, 0.75, 0.8)]
         );
         // the y range covers the bars: 0.1875 - 0.030625 .. 0.8 + 0.030625
-        let (xr, yr) = ranges(&s);
+        let (xr, yr) = ranges(&s, &[]);
         assert_eq!(xr, 0.0..4.0);
         assert!((yr.start - 0.156875).abs() < 1e-12 && (yr.end - 0.830625).abs() < 1e-12);
         // drawn: the bar around (1, 0.5) is in the series' colour up to 0.625 and not beyond,
@@ -388,7 +583,7 @@ mod tests {
         let render = |series: Vec<Series>| {
             let mut buf = vec![255u8; (w * h * 3) as usize];
             let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
-            let coord = draw_grid_on(root, &[(&CURVES[0], series)], 1)
+            let coord = draw_grid_on(root, &[panel(&CURVES[0], series, vec![])], 1)
                 .unwrap()
                 .remove(0);
             (buf, coord)
