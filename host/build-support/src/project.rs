@@ -167,87 +167,112 @@ impl Project {
     /// and field that is missing or malformed.
     pub fn load(dir: &Path) -> Result<Self, BuildError> {
         let dir = std::fs::canonicalize(dir).map_err(BuildError::io(dir))?;
-        let (js, py, rs) = (
-            dir.join("package.json"),
-            dir.join("pyproject.toml"),
-            dir.join("Cargo.toml"),
-        );
-        if js.is_file() {
-            let p: PackageJson = serde_json::from_str(&read(&js)?)
-                .map_err(|e| BuildError::field(&js, "package.json", e.to_string()))?;
-            if let Some(table) = p.ragen_gym {
-                let plugin: PluginTable = serde_json::from_value(table)
-                    .map_err(|e| BuildError::field(&js, "ragen-gym", e.to_string()))?;
-                let tool_version = p
-                    .dev_dependencies
-                    .get(COMPONENTIZE_JS_PACKAGE)
-                    .cloned()
-                    .filter(|v| exact_version(v))
-                    .ok_or_else(|| {
-                        BuildError::field(
-                            &js,
-                            &format!("devDependencies.{COMPONENTIZE_JS_PACKAGE}"),
-                            "must pin an exact version, e.g. \"0.23.0\"",
-                        )
-                    })?;
-                return Self::scripted(
-                    dir,
-                    js,
-                    Language::JavaScript,
-                    p.name,
-                    p.version,
-                    p.description,
-                    plugin,
-                    tool_version,
-                );
-            }
+        if let Some(p) = Self::load_js(&dir)? {
+            return Ok(p);
         }
-        if py.is_file() {
-            let p: PyProject = toml::from_str(&read(&py)?)
-                .map_err(|e| BuildError::field(&py, "pyproject.toml", e.to_string()))?;
-            if let Some(table) = p.tool.and_then(|t| t.ragen_gym) {
-                let plugin: PluginTable = table
-                    .try_into()
-                    .map_err(|e| BuildError::field(&py, "tool.ragen-gym", e.to_string()))?;
-                let tool_version =
-                    pinned_requirement(&dir.join("requirements-build.txt"), "componentize-py")?;
-                let m = p.project;
-                return Self::scripted(
-                    dir,
-                    py,
-                    Language::Python,
-                    m.name,
-                    m.version,
-                    m.description,
-                    plugin,
-                    tool_version,
-                );
-            }
+        if let Some(p) = Self::load_python(&dir)? {
+            return Ok(p);
         }
-        if rs.is_file() {
-            let doc: toml::Table = toml::from_str(&read(&rs)?)
-                .map_err(|e| BuildError::field(&rs, "Cargo.toml", e.to_string()))?;
-            let package = doc.get("package").and_then(toml::Value::as_table);
-            let text = |key: &str| {
-                package
-                    .and_then(|p| p.get(key))
-                    .and_then(toml::Value::as_str)
-                    .map(str::to_string)
-            };
-            let name =
-                text("name").ok_or_else(|| BuildError::field(&rs, "package.name", "missing"))?;
-            return Ok(Self {
-                dir,
-                file: rs,
-                language: Language::Rust,
-                name,
-                version: text("version").unwrap_or_default(),
-                description: text("description").unwrap_or_default(),
-                plugin: None,
-                tool_version: String::new(),
-            });
+        if let Some(p) = Self::load_rust(&dir)? {
+            return Ok(p);
         }
         Err(BuildError::NotAProject { dir })
+    }
+
+    /// A JavaScript project: `package.json` with a `ragen-gym` table.
+    fn load_js(dir: &Path) -> Result<Option<Self>, BuildError> {
+        let js = dir.join("package.json");
+        if !js.is_file() {
+            return Ok(None);
+        }
+        let p: PackageJson = serde_json::from_str(&read(&js)?)
+            .map_err(|e| BuildError::field(&js, "package.json", e.to_string()))?;
+        let Some(table) = p.ragen_gym else {
+            return Ok(None);
+        };
+        let plugin: PluginTable = serde_json::from_value(table)
+            .map_err(|e| BuildError::field(&js, "ragen-gym", e.to_string()))?;
+        let tool_version = p
+            .dev_dependencies
+            .get(COMPONENTIZE_JS_PACKAGE)
+            .cloned()
+            .filter(|v| exact_version(v))
+            .ok_or_else(|| {
+                BuildError::field(
+                    &js,
+                    &format!("devDependencies.{COMPONENTIZE_JS_PACKAGE}"),
+                    "must pin an exact version, e.g. \"0.23.0\"",
+                )
+            })?;
+        Self::scripted(
+            dir.to_path_buf(),
+            js,
+            Language::JavaScript,
+            p.name,
+            p.version,
+            p.description,
+            plugin,
+            tool_version,
+        )
+        .map(Some)
+    }
+
+    /// A Python project: `pyproject.toml` with a `[tool.ragen-gym]` table.
+    fn load_python(dir: &Path) -> Result<Option<Self>, BuildError> {
+        let py = dir.join("pyproject.toml");
+        if !py.is_file() {
+            return Ok(None);
+        }
+        let p: PyProject = toml::from_str(&read(&py)?)
+            .map_err(|e| BuildError::field(&py, "pyproject.toml", e.to_string()))?;
+        let Some(table) = p.tool.and_then(|t| t.ragen_gym) else {
+            return Ok(None);
+        };
+        let plugin: PluginTable = table
+            .try_into()
+            .map_err(|e| BuildError::field(&py, "tool.ragen-gym", e.to_string()))?;
+        let tool_version =
+            pinned_requirement(&dir.join("requirements-build.txt"), "componentize-py")?;
+        let m = p.project;
+        Self::scripted(
+            dir.to_path_buf(),
+            py,
+            Language::Python,
+            m.name,
+            m.version,
+            m.description,
+            plugin,
+            tool_version,
+        )
+        .map(Some)
+    }
+
+    /// A Rust project: `Cargo.toml` with a package name.
+    fn load_rust(dir: &Path) -> Result<Option<Self>, BuildError> {
+        let rs = dir.join("Cargo.toml");
+        if !rs.is_file() {
+            return Ok(None);
+        }
+        let doc: toml::Table = toml::from_str(&read(&rs)?)
+            .map_err(|e| BuildError::field(&rs, "Cargo.toml", e.to_string()))?;
+        let package = doc.get("package").and_then(toml::Value::as_table);
+        let text = |key: &str| {
+            package
+                .and_then(|p| p.get(key))
+                .and_then(toml::Value::as_str)
+                .map(str::to_string)
+        };
+        let name = text("name").ok_or_else(|| BuildError::field(&rs, "package.name", "missing"))?;
+        Ok(Some(Self {
+            dir: dir.to_path_buf(),
+            file: rs,
+            language: Language::Rust,
+            name,
+            version: text("version").unwrap_or_default(),
+            description: text("description").unwrap_or_default(),
+            plugin: None,
+            tool_version: String::new(),
+        }))
     }
 
     #[expect(

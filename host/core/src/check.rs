@@ -110,78 +110,85 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, EnvCallError>) -
     report.env_id = env.spec().id.clone();
     report.record("spec", check_spec(env.as_ref()));
 
-    // Reset determinism: same seed twice on one env, and on a second fresh env.
-    let reset_det = (|| -> Result<(), String> {
-        let mut other = make().map_err(|e| e.to_string())?;
-        for seed in SEEDS {
-            let a = env.reset(seed).map_err(|e| e.to_string())?.observation;
-            let b = env.reset(seed).map_err(|e| e.to_string())?.observation;
-            let c = other.reset(seed).map_err(|e| e.to_string())?.observation;
-            if a != b {
-                return Err(format!(
-                    "reset({seed}) twice on one env gave different observations"
-                ));
-            }
-            if a != c {
-                return Err(format!(
-                    "reset({seed}) on two envs gave different observations"
-                ));
-            }
-            if a.is_empty() {
-                return Err(format!("reset({seed}) returned an empty observation"));
-            }
-        }
-        Ok(())
-    })();
-    report.record("reset_determinism", reset_det);
-
-    // Step determinism: a seeded random action log replayed on two fresh envs.
-    let step_det = (|| -> Result<(), String> {
-        for (i, seed) in SEEDS.iter().enumerate() {
-            let mut a = make().map_err(|e| e.to_string())?;
-            let mut b = make().map_err(|e| e.to_string())?;
-            let ra = episode(a.as_mut(), *seed, 1000 + i as u64)?;
-            let rb = episode(b.as_mut(), *seed, 1000 + i as u64)?;
-            if ra != rb {
-                let at =
-                    ra.1.iter()
-                        .zip(&rb.1)
-                        .position(|(x, y)| x != y)
-                        .unwrap_or(ra.1.len().min(rb.1.len()));
-                return Err(format!(
-                    "seed {seed}: replaying the same actions diverged at step {at}"
-                ));
-            }
-        }
-        Ok(())
-    })();
-    report.record("step_determinism", step_det);
-
-    // Limits: episodes end (terminated/truncated) or reach max_episode_steps without errors;
-    // a step after the end is an env error or a handled no-op, never a plugin failure.
-    let limits = (|| -> Result<(), String> {
-        for seed in 0..8u64 {
-            let (_, log) = episode(env.as_mut(), seed, 77 + seed)?;
-            let max = env.spec().max_episode_steps as usize;
-            if log.len() > max {
-                return Err(format!(
-                    "seed {seed}: ran {} steps, over max_episode_steps {max}",
-                    log.len()
-                ));
-            }
-        }
-        env.reset(3).map_err(|e| e.to_string())?;
-        match env.step("definitely-not-an-action") {
-            Ok(r) if r.action_is_valid => Err("an unknown action was reported as valid".into()),
-            Ok(_) | Err(EnvCallError::Env { .. }) => Ok(()),
-            Err(e @ EnvCallError::Plugin(_)) => {
-                Err(format!("an unknown action crashed the plugin: {e}"))
-            }
-        }
-    })();
-    report.record("limits", limits);
+    report.record(
+        "reset_determinism",
+        reset_determinism(env.as_mut(), &mut make),
+    );
+    report.record("step_determinism", step_determinism(&mut make));
+    report.record("limits", limits(env.as_mut()));
     report.ok = report.failures.is_empty();
     report
+}
+
+/// What builds a fresh env for a check.
+type MakeEnv<'a> = dyn FnMut() -> Result<Box<dyn Env>, EnvCallError> + 'a;
+
+/// Reset determinism: the same seed twice on one env, and on a second fresh env.
+fn reset_determinism(env: &mut dyn Env, make: &mut MakeEnv<'_>) -> Result<(), String> {
+    let mut other = make().map_err(|e| e.to_string())?;
+    for seed in SEEDS {
+        let a = env.reset(seed).map_err(|e| e.to_string())?.observation;
+        let b = env.reset(seed).map_err(|e| e.to_string())?.observation;
+        let c = other.reset(seed).map_err(|e| e.to_string())?.observation;
+        if a != b {
+            return Err(format!(
+                "reset({seed}) twice on one env gave different observations"
+            ));
+        }
+        if a != c {
+            return Err(format!(
+                "reset({seed}) on two envs gave different observations"
+            ));
+        }
+        if a.is_empty() {
+            return Err(format!("reset({seed}) returned an empty observation"));
+        }
+    }
+    Ok(())
+}
+
+/// Step determinism: a seeded random action log replayed on two fresh envs.
+fn step_determinism(make: &mut MakeEnv<'_>) -> Result<(), String> {
+    for (i, seed) in SEEDS.iter().enumerate() {
+        let mut a = make().map_err(|e| e.to_string())?;
+        let mut b = make().map_err(|e| e.to_string())?;
+        let ra = episode(a.as_mut(), *seed, 1000 + i as u64)?;
+        let rb = episode(b.as_mut(), *seed, 1000 + i as u64)?;
+        if ra != rb {
+            let at =
+                ra.1.iter()
+                    .zip(&rb.1)
+                    .position(|(x, y)| x != y)
+                    .unwrap_or(ra.1.len().min(rb.1.len()));
+            return Err(format!(
+                "seed {seed}: replaying the same actions diverged at step {at}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Limits: episodes end (terminated/truncated) or reach max_episode_steps without errors; a step
+/// after the end is an env error or a handled no-op, never a plugin failure.
+fn limits(env: &mut dyn Env) -> Result<(), String> {
+    for seed in 0..8u64 {
+        let (_, log) = episode(env, seed, 77 + seed)?;
+        let max = env.spec().max_episode_steps as usize;
+        if log.len() > max {
+            return Err(format!(
+                "seed {seed}: ran {} steps, over max_episode_steps {max}",
+                log.len()
+            ));
+        }
+    }
+    env.reset(3).map_err(|e| e.to_string())?;
+    match env.step("definitely-not-an-action") {
+        Ok(r) if r.action_is_valid => Err("an unknown action was reported as valid".into()),
+        Ok(_) | Err(EnvCallError::Env { .. }) => Ok(()),
+        Err(e @ EnvCallError::Plugin(_)) => {
+            Err(format!("an unknown action crashed the plugin: {e}"))
+        }
+    }
 }
 
 fn check_spec(env: &dyn Env) -> Result<(), String> {

@@ -169,15 +169,11 @@ pub fn update(
     } = models;
     let mut est = est.clone();
     let old_from_forward = update_actor && est.old_logp.is_empty();
-    let one_step = cfg.actor.ppo_epochs == 1 && samples.len() <= cfg.actor.ppo_mini_batch_size;
-    if (old_from_forward || (critic.is_some() && est.values.is_empty())) && !one_step {
-        return Err(pol::PolicyError::InvalidArgument {
-            name: "estimates",
-            reason: "old log-probs and values come from the update's forward only when it is one \
-                     optimiser step"
-                .into(),
-        });
-    }
+    check_one_step(
+        cfg,
+        samples.len(),
+        old_from_forward || (critic.is_some() && est.values.is_empty()),
+    )?;
     let batch = UpdateBatch {
         cfg,
         samples,
@@ -225,19 +221,16 @@ pub fn update(
     if old_from_forward {
         old_logp_metrics(samples, &est.old_logp, m);
     }
-    let freq = cfg.actor.kl_after_update_freq;
-    if update_actor && freq > 0 && iteration.is_multiple_of(freq) {
-        let t = Instant::now();
-        let micro = cfg.actor.micro_batch_size;
-        let kl = kl_after_update(
-            &policy.sampler(),
+    if update_actor {
+        kl_diagnostic(
+            cfg,
+            policy,
             samples,
             &est.old_logp,
-            micro,
             batch.pad_id,
+            iteration,
+            m,
         )?;
-        m.insert("actor/kl_after_update".into(), kl);
-        m.insert("timing_s/kl_after_update".into(), t.elapsed().as_secs_f64());
     }
     m.insert("actor/lr".into(), lr.actor);
     if critic.is_some() {
@@ -246,6 +239,44 @@ pub fn update(
     m.insert("timing_s/update_critic".into(), t_critic);
     m.insert("timing_s/update_actor".into(), t_actor);
     Ok(est)
+}
+
+/// Estimates left to the update's forward (`from_forward`) need the update to be one optimiser
+/// step: one epoch, one mini-batch (`docs/ragen-semantics.md` §9).
+fn check_one_step(cfg: &Config, samples: usize, from_forward: bool) -> pol::Result<()> {
+    let one_step = cfg.actor.ppo_epochs == 1 && samples <= cfg.actor.ppo_mini_batch_size;
+    if from_forward && !one_step {
+        return Err(pol::PolicyError::InvalidArgument {
+            name: "estimates",
+            reason: "old log-probs and values come from the update's forward only when it is one \
+                     optimiser step"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// `actor/kl_after_update` on the iterations divisible by `actor.kl_after_update_freq` (0: never):
+/// one more forward over the update batch, so not every iteration.
+fn kl_diagnostic(
+    cfg: &Config,
+    policy: &pol::Policy,
+    samples: &[TrainSample],
+    old_logp: &[Vec<f32>],
+    pad_id: u32,
+    iteration: u32,
+    m: &mut Metrics,
+) -> pol::Result<()> {
+    let freq = cfg.actor.kl_after_update_freq;
+    if freq == 0 || !iteration.is_multiple_of(freq) {
+        return Ok(());
+    }
+    let t = Instant::now();
+    let micro = cfg.actor.micro_batch_size;
+    let kl = kl_after_update(&policy.sampler(), samples, old_logp, micro, pad_id)?;
+    m.insert("actor/kl_after_update".into(), kl);
+    m.insert("timing_s/kl_after_update".into(), t.elapsed().as_secs_f64());
+    Ok(())
 }
 
 /// Whether iteration `iteration` (1-based) updates the actor: from `trainer.critic_warmup` on
