@@ -115,6 +115,14 @@ pub fn schedule(lr: f64, warmup_ratio: f64, style: WarmupStyle, total: u32) -> p
 }
 
 impl LearningRates {
+    /// `actor/lr`, and `critic/lr` when a critic trains.
+    fn record(&self, m: &mut Metrics, critic: bool) {
+        m.insert("actor/lr".into(), self.actor);
+        if critic {
+            m.insert("critic/lr".into(), self.critic);
+        }
+    }
+
     /// The learning rates of iteration `iteration` (1-based). verl steps each scheduler once
     /// per update and logs the rate the update used, so update `u` (0-based) uses the schedule
     /// at `u`: the critic's `u` is `iteration - 1`; the actor's skips the `critic_warmup`
@@ -169,11 +177,8 @@ pub fn update(
     } = models;
     let mut est = est.clone();
     let old_from_forward = update_actor && est.old_logp.is_empty();
-    check_one_step(
-        cfg,
-        samples.len(),
-        old_from_forward || (critic.is_some() && est.values.is_empty()),
-    )?;
+    let from_forward = old_from_forward || (critic.is_some() && est.values.is_empty());
+    check_one_step(cfg, samples.len(), from_forward)?;
     let batch = UpdateBatch {
         cfg,
         samples,
@@ -222,20 +227,9 @@ pub fn update(
         old_logp_metrics(samples, &est.old_logp, m);
     }
     if update_actor {
-        kl_diagnostic(
-            cfg,
-            policy,
-            samples,
-            &est.old_logp,
-            batch.pad_id,
-            iteration,
-            m,
-        )?;
+        kl_diagnostic(&batch, policy, &est.old_logp, iteration, m)?;
     }
-    m.insert("actor/lr".into(), lr.actor);
-    if critic.is_some() {
-        m.insert("critic/lr".into(), lr.critic);
-    }
+    lr.record(m, critic.is_some());
     m.insert("timing_s/update_critic".into(), t_critic);
     m.insert("timing_s/update_actor".into(), t_actor);
     Ok(est)
@@ -259,21 +253,25 @@ fn check_one_step(cfg: &Config, samples: usize, from_forward: bool) -> pol::Resu
 /// `actor/kl_after_update` on the iterations divisible by `actor.kl_after_update_freq` (0: never):
 /// one more forward over the update batch, so not every iteration.
 fn kl_diagnostic(
-    cfg: &Config,
+    batch: &UpdateBatch<'_>,
     policy: &pol::Policy,
-    samples: &[TrainSample],
     old_logp: &[Vec<f32>],
-    pad_id: u32,
     iteration: u32,
     m: &mut Metrics,
 ) -> pol::Result<()> {
-    let freq = cfg.actor.kl_after_update_freq;
+    let freq = batch.cfg.actor.kl_after_update_freq;
     if freq == 0 || !iteration.is_multiple_of(freq) {
         return Ok(());
     }
     let t = Instant::now();
-    let micro = cfg.actor.micro_batch_size;
-    let kl = kl_after_update(&policy.sampler(), samples, old_logp, micro, pad_id)?;
+    let micro = batch.cfg.actor.micro_batch_size;
+    let kl = kl_after_update(
+        &policy.sampler(),
+        batch.samples,
+        old_logp,
+        micro,
+        batch.pad_id,
+    )?;
     m.insert("actor/kl_after_update".into(), kl);
     m.insert("timing_s/kl_after_update".into(), t.elapsed().as_secs_f64());
     Ok(())
