@@ -20,6 +20,7 @@ pub mod cpu;
 pub mod critic;
 pub mod device;
 pub mod error;
+pub mod flops;
 mod hf_dir;
 pub mod loader;
 pub mod lora;
@@ -46,6 +47,7 @@ pub use constrain::{ActionGrammar, ActionIndex, Constraint, Guide, Next, Thinkin
 pub use critic::Critic;
 pub use device::{DeviceSpec, compute_dtype, default_device, device_label, device_memory_used};
 pub use error::{PolicyError, Result};
+pub use flops::FlopCount;
 pub use loader::{
     LoadedModel, cache_dir, default_model_path, load, load_default, load_on, load_spec,
     load_tokenizer, random_weights, resolve_model_path,

@@ -304,7 +304,19 @@ impl LlamaModel {
             }
             x = self.layer_forward(layer, &x, mask, cache.as_deref_mut().map(|c| (c, i)))?;
         }
+        let keys = cache.as_deref().map_or(t, KvCache::seq_len);
+        let flops = crate::flops::layer_flops(&self.cfg, (b * t) as u64, keys as u64);
+        crate::flops::add(self.records_graph(), flops);
         self.rms_norm(&x, &self.norm)
+    }
+
+    /// Whether a forward records a graph for a backward: the weights or adapters are variables
+    /// (not a [`LlamaModel::detached`] or [`LlamaModel::inference_view`] model).
+    pub(crate) fn records_graph(&self) -> bool {
+        self.layers.first().is_some_and(|l| {
+            l.q_proj.weight.is_variable()
+                || l.q_proj.lora.as_ref().is_some_and(|a| a.a.is_variable())
+        })
     }
 
     /// RMSNorm in f32 (fused on the CPU).
@@ -321,6 +333,11 @@ impl LlamaModel {
     /// Shape mismatch.
     pub fn lm_logits(&self, hidden: &Tensor) -> Result<Tensor> {
         let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        let rows = hidden.elem_count() / self.cfg.hidden_size.max(1);
+        crate::flops::add(
+            self.records_graph(),
+            crate::flops::head_flops(&self.cfg, rows as u64),
+        );
         let head = Linear {
             weight: w.clone(),
             bias: None,

@@ -71,6 +71,12 @@ impl LlamaModel {
         for (li, layer) in self.layers.iter().enumerate() {
             x = self.layer_packed(layer, li, &x, &rope, store, &spans)?;
         }
+        // A token at position p attends to p + 1 keys (its chain and itself).
+        let pairs: u64 = positions.iter().map(|&p| u64::from(p) + 1).sum();
+        crate::flops::add(
+            self.records_graph(),
+            crate::flops::layer_flops_pairs(cfg, n as u64, pairs),
+        );
         let last: Vec<u32> = want
             .iter()
             .map(|&s| (spans[s].t0 + spans[s].n - 1) as u32)

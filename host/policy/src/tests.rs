@@ -3,6 +3,7 @@
 //! This file holds the shared helpers: the tiny tokenizer, configs, model and batch.
 
 mod checkpoint;
+mod flops;
 mod fused;
 mod gradients;
 mod loading;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
-use ragen_gym_policy::Device;
+use ragen_gym_policy::{Device, FlopCount};
 use ragen_gym_starpo::{Config, Metrics, Reporter, TrainSetup, Trainer};
 use serde_json::{Value, json};
 
@@ -24,6 +24,8 @@ pub struct IterationReport {
     pub memory: MemoryPeak,
     /// The iteration's metrics.
     pub metrics: Metrics,
+    /// Model FLOPs of the iteration's forwards, counted from their shapes.
+    pub flops: FlopCount,
 }
 
 impl IterationReport {
@@ -90,14 +92,39 @@ pub fn one_iteration(
     .with_context(|| format!("failed to set up the trainer in {}", run_dir.display()))?;
     let setup_s = t.elapsed().as_secs_f64();
     let probe = MemoryProbe::start(device);
+    let before = FlopCount::now();
     let t = Instant::now();
     let metrics = trainer.iterate(reporter)?;
     device.synchronize()?;
     let seconds = t.elapsed().as_secs_f64();
+    let flops = FlopCount::now().since(before);
     Ok(IterationReport {
         setup_s,
         seconds,
         memory: probe.finish(),
         metrics,
+        flops,
     })
+}
+
+/// The speed of a large f32 matrix product through candle's matmul (the kernels the model's
+/// projections use), in GFLOP/s: the best of `reps` products of two 1024 × 1024 matrices after
+/// one warm-up, `2·n³` FLOPs each.
+///
+/// # Errors
+/// Allocation or matmul failure on `device`.
+pub fn gemm_peak_gflops(device: &Device, reps: usize) -> anyhow::Result<f64> {
+    let n = 1024;
+    let a = ragen_gym_policy::Tensor::randn(0f32, 1.0, (n, n), device)?;
+    let b = ragen_gym_policy::Tensor::randn(0f32, 1.0, (n, n), device)?;
+    a.matmul(&b)?;
+    device.synchronize()?;
+    let mut best = f64::INFINITY;
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        a.matmul(&b)?;
+        device.synchronize()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok(2.0 * (n as f64).powi(3) / best / 1e9)
 }

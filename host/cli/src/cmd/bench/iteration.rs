@@ -15,7 +15,7 @@
 use ragen_gym_starpo::{Config, Metrics, Silent};
 use serde_json::{Value, json};
 
-use super::harness::one_iteration;
+use super::harness::{gemm_peak_gflops, one_iteration};
 use crate::shared::config::base_config;
 use crate::shared::device::DeviceArgs;
 use crate::shared::run::RunEnvs;
@@ -67,6 +67,8 @@ struct Run {
     critic_s: f64,
     actor_s: f64,
     peak_mib: f64,
+    /// Forward FLOPs with their backwards (`FlopCount::with_backward`).
+    flops: f64,
     metrics: Metrics,
 }
 
@@ -81,6 +83,8 @@ impl Run {
             "critic_s": self.critic_s,
             "actor_s": self.actor_s,
             "peak_mib": self.peak_mib,
+            "model_tflop": self.flops / 1e12,
+            "achieved_gflops": self.flops / self.seconds / 1e9,
             "kept_trajectories": get("rollout/kept_trajectories"),
             "mean_response_tokens": get("train/response_length"),
             "prefilled_token_frac": get("rollout/prefilled_token_frac"),
@@ -138,12 +142,14 @@ fn summary(runs: &[Run], on: bool) -> Value {
         "critic_s": med(|r| r.critic_s),
         "actor_s": med(|r| r.actor_s),
         "peak_mib": med(|r| r.peak_mib),
+        "model_tflop": med(|r| r.flops / 1e12),
+        "achieved_gflops": med(|r| r.flops / r.seconds / 1e9),
     })
 }
 
 /// The whole report: the sharing side's medians at the top level, the other side's under
 /// `without_sharing`, the rollout check and every run.
-fn report(args: &IterationArgs, runs: &[Run], differ: &Differences) -> Value {
+fn report(args: &IterationArgs, runs: &[Run], differ: &Differences, gemm: f64) -> Value {
     let seconds = |v: &Value| v["seconds"].as_f64().unwrap_or(f64::NAN);
     let (mut out, off) = (summary(runs, true), summary(runs, false));
     let speedup = seconds(&off) / seconds(&out);
@@ -157,6 +163,9 @@ fn report(args: &IterationArgs, runs: &[Run], differ: &Differences) -> Value {
     o.insert("baseline".into(), json!(args.baseline));
     o.insert("speedup".into(), json!(speedup));
     o.insert("without_sharing".into(), off);
+    let achieved = o["achieved_gflops"].as_f64().unwrap_or(f64::NAN);
+    o.insert("gemm_peak_gflops".into(), json!(gemm));
+    o.insert("efficiency".into(), json!(achieved / gemm));
     o.insert("same_rollout".into(), json!(differ.is_empty()));
     o.insert(
         "rollout_differences".into(),
@@ -196,7 +205,15 @@ fn print_table(args: &IterationArgs, out: &Value, differ: &Differences) {
         );
     }
     let speedup = out["speedup"].as_f64().unwrap_or(f64::NAN);
-    println!("speedup with sharing: {speedup:.2}x");
+    println!("speedup: {speedup:.2}x");
+    let f = |k: &str| out[k].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "model FLOPs {:.2} TFLOP, {:.1} GFLOP/s achieved, GEMM peak {:.1} GFLOP/s: efficiency {:.0} %",
+        f("model_tflop"),
+        f("achieved_gflops"),
+        f("gemm_peak_gflops"),
+        100.0 * f("efficiency")
+    );
     for (k, a, b) in differ {
         println!("warning: the rollouts differ: {k} is {a:?} in the first run, {b:?} in another");
     }
@@ -212,7 +229,8 @@ pub fn run(args: IterationArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&scratch);
     let runs = result?;
     let differ = rollout_differences(&runs);
-    let out = report(&args, &runs, &differ);
+    let gemm = gemm_peak_gflops(&device, 10)?;
+    let out = report(&args, &runs, &differ, gemm);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -289,6 +307,7 @@ fn measure(
                 critic_s: it.critic_s(),
                 actor_s: it.actor_s(),
                 peak_mib: it.memory.host_peak_rss_mib.unwrap_or(f64::NAN),
+                flops: it.flops.with_backward() as f64,
                 metrics: it.metrics,
             };
             if !args.json {
