@@ -6,7 +6,7 @@
 
 use ragen_gym_core::{Env, EnvCallError, EnvSpec, ResetResult, StepResult};
 use ragen_gym_policy as pol;
-use ragen_gym_starpo::{ConfigBuilder, Metrics, Silent, TrainSetup, Trainer};
+use ragen_gym_starpo::{Config, ConfigBuilder, Metrics, Silent, TrainSetup, Trainer};
 use std::path::Path;
 
 /// Three turns; the observation names the reset seed and echoes the action, the reward is the
@@ -85,6 +85,11 @@ fn two_iterations(model: &Path, run_dir: &Path, on: bool) -> Vec<Metrics> {
         .unwrap()
         .build()
         .unwrap();
+    echo_iterations(config, run_dir, 2)
+}
+
+/// The metrics of `n` iterations of a fresh trainer on `config` with the [`Echo`] env.
+pub(crate) fn echo_iterations(config: Config, run_dir: &Path, n: usize) -> Vec<Metrics> {
     let mut t = Trainer::new(TrainSetup {
         config,
         make_env: Box::new(|| Ok(Echo::boxed())),
@@ -96,7 +101,7 @@ fn two_iterations(model: &Path, run_dir: &Path, on: bool) -> Vec<Metrics> {
         device: pol::Device::Cpu,
     })
     .unwrap();
-    (0..2).map(|_| t.iterate(&mut Silent).unwrap()).collect()
+    (0..n).map(|_| t.iterate(&mut Silent).unwrap()).collect()
 }
 
 #[test]

@@ -8,7 +8,7 @@ use ragen_gym_policy as pol;
 use ragen_gym_starpo::advantages::{Estimates, Scorers, ScoringPasses, estimate};
 use ragen_gym_starpo::batch::TrainSample;
 use ragen_gym_starpo::update::{UpdateModels, update};
-use ragen_gym_starpo::{Config, ConfigBuilder, Metrics, Silent, TrainSetup, Trainer};
+use ragen_gym_starpo::{Config, ConfigBuilder, Metrics};
 
 /// A one-turn sequence: a fixed question, `answer` as the trained assistant segment (RAGEN's
 /// mask, `docs/ragen-semantics.md` §5) and `reward` on the last position.
@@ -234,18 +234,7 @@ fn two_iterations(
         .unwrap()
         .build()
         .unwrap();
-    let mut t = Trainer::new(TrainSetup {
-        config,
-        make_env: Box::new(|| Ok(crate::prefix_sharing::Echo::boxed())),
-        plugin_sha256: "native".into(),
-        env_source: "echo".into(),
-        reward_functions: vec![],
-        run_dir: run_dir.to_path_buf(),
-        resume: false,
-        device: pol::Device::Cpu,
-    })
-    .unwrap();
-    (0..2).map(|_| t.iterate(&mut Silent).unwrap()).collect()
+    crate::prefix_sharing::echo_iterations(config, run_dir, 2)
 }
 
 #[test]

@@ -79,17 +79,7 @@ struct ServerProcess {
 
 impl ServerProcess {
     fn start() -> Self {
-        let exe = std::env::current_exe().expect("test binary path");
-        let cli = exe
-            .parent()
-            .and_then(|deps| deps.parent())
-            .map(|dir| dir.join("ragen-gym"))
-            .expect("target directory");
-        assert!(
-            cli.exists(),
-            "{} is missing: build it first with `cargo build -p ragen-gym`",
-            cli.display()
-        );
+        let cli = crate::child::cli();
         let mut child = Command::new(&cli)
             .args(["webshop", "serve", "--port", "0", "--idle-timeout"])
             .arg(IDLE_TIMEOUT_S.to_string())
