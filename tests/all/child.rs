@@ -21,7 +21,7 @@ pub struct Outcome {
     pub stdout: String,
     /// Standard error.
     pub stderr: String,
-    /// Peak resident set size, MiB.
+    /// Peak resident set size, MiB, as last polled (0 when it ended before the first poll).
     pub peak_rss_mib: f64,
     /// Wall time until it ended.
     pub elapsed: Duration,
