@@ -118,3 +118,44 @@ fn recorded_sokoban_trajectories_replay_step_by_step() {
         "{msg}"
     );
 }
+
+#[test]
+fn the_run_directory_lock_pins_the_replayed_plugin() {
+    use ragen_gym_registry::{Digest, LOCK_FILE_NAME, LockFile, LockedPlugin, PluginRole};
+    let d = tempfile::tempdir().unwrap();
+    record_run(d.path());
+    // An edited line changes one trajectory's score: the turn reward no longer adds up.
+    let path = d.path().join("trajectories.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reward = lines[0]["turns"][0]["env_reward"].as_f64().unwrap();
+    lines[0]["turns"][0]["env_reward"] = (reward + 10.0).into();
+    let edited: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, edited).unwrap();
+    let err = replay::run(args(d.path(), Some(0), None)).unwrap_err();
+    assert_eq!(exit_code_of(&err), ExitCode::from(14), "{err:#}");
+    replay::run(args(d.path(), Some(1), None)).unwrap();
+
+    // A lock in the run directory whose sokoban digest is another plugin's refuses the replay
+    // without --locked; --env (a patched plugin) does not read it.
+    let lock = LockFile {
+        plugins: vec![LockedPlugin {
+            role: PluginRole::Env,
+            reference: "sokoban".into(),
+            digest: Digest::of(b"another plugin"),
+            oci_manifest: None,
+            id: "ragen/SimpleSokoban-v0".into(),
+            version: "0.1.0".into(),
+            interface_version: "0.1.0".into(),
+        }],
+        ..LockFile::default()
+    };
+    lock.write(&d.path().join(LOCK_FILE_NAME)).unwrap();
+    let err = replay::run(args(d.path(), Some(1), None)).unwrap_err();
+    assert_eq!(exit_code_of(&err), ExitCode::from(11), "{err:#}");
+    assert!(format!("{err:#}").contains(LOCK_FILE_NAME), "{err:#}");
+    replay::run(args(d.path(), Some(1), Some("sokoban"))).unwrap();
+}

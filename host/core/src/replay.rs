@@ -18,8 +18,9 @@ pub struct Divergence {
     /// The action of that step.
     pub action: Option<String>,
     /// What differs: `reset`, `observation`, `reward`, `terminated`, `truncated`,
-    /// `action_is_valid`, `action_is_effective`, `success`, `info`, `outcome` (one side
-    /// failed), `turn observation`, `turn env_reward`, `final observation`.
+    /// `action_is_valid`, `action_is_effective`, `success` (a step's, or with no turn the
+    /// trajectory's), `info`, `outcome` (one side failed), `turn observation`, `turn env_reward`,
+    /// `final observation`.
     pub field: &'static str,
     /// The recorded value, rendered as text.
     pub recorded: String,
@@ -81,7 +82,9 @@ fn step_difference(rec: &StepResult, got: &StepResult) -> Option<(&'static str, 
 }
 
 /// Replay `t` on `env` (built with the recorded config): reset with `t.seed`, then every
-/// recorded action, comparing each result with the record. Files written before step records
+/// recorded action, comparing each result with the record, then what the score and success
+/// derive from: each turn's `env_reward` against the sum of its replayed step rewards, and the
+/// trajectory's `success` against the step that ended it. Files written before step records
 /// (turns with actions but no `steps`) are checked at turn granularity: each turn's starting
 /// observation and summed env reward.
 ///
@@ -92,6 +95,7 @@ pub fn replay_trajectory(env: &mut dyn Env, t: &Trajectory) -> Result<ReplaySumm
         return Ok(ReplaySummary { turns: 0, steps: 0 });
     };
     let mut steps = 0;
+    let mut progress = Progress::default();
     for (k, turn) in t.turns.iter().enumerate() {
         if turn.observation != state {
             return Err(Divergence {
@@ -104,13 +108,24 @@ pub fn replay_trajectory(env: &mut dyn Env, t: &Trajectory) -> Result<ReplaySumm
             });
         }
         if turn.steps.is_empty() {
-            // Before step records: replay the actions, check the turn's summed reward.
-            replay_actions(env, k, turn, &mut state)?;
+            // Before step records: replay the actions.
+            replay_actions(env, k, turn, &mut state, &mut progress)?;
             steps += turn.actions.len();
         } else {
-            replay_steps(env, k, &turn.steps, &mut state)?;
+            replay_steps(env, k, &turn.steps, &mut state, &mut progress)?;
             steps += turn.steps.len();
         }
+        progress.check_turn(k, turn)?;
+    }
+    if progress.success != t.success {
+        return Err(Divergence {
+            turn: None,
+            step: None,
+            action: None,
+            field: "success",
+            recorded: t.success.to_string(),
+            replayed: progress.success.to_string(),
+        });
     }
     if state != t.final_observation {
         return Err(Divergence {
@@ -161,8 +176,8 @@ fn replay_actions(
     k: usize,
     turn: &Turn,
     state: &mut String,
+    progress: &mut Progress,
 ) -> Result<(), Divergence> {
-    let mut reward = 0.0;
     for (i, a) in turn.actions.iter().enumerate() {
         let r = env.step(a).map_err(|e| Divergence {
             turn: Some(k),
@@ -172,28 +187,55 @@ fn replay_actions(
             recorded: "ok".into(),
             replayed: format!("error: {e}"),
         })?;
-        reward += r.reward;
+        progress.add(&r);
         *state = r.observation;
     }
-    if !same_f64(reward, turn.env_reward) {
-        return Err(Divergence {
+    Ok(())
+}
+
+/// What the replayed steps add up to: a turn's env reward, and whether a step finished the
+/// episode with success (the rollout's rule, `host/starpo/src/rollout/episode.rs`: the trajectory
+/// succeeds when the step that ends it reports success).
+#[derive(Default)]
+struct Progress {
+    turn_reward: f64,
+    success: bool,
+}
+
+impl Progress {
+    fn add(&mut self, r: &StepResult) {
+        self.turn_reward += r.reward;
+        if r.terminated || r.truncated {
+            self.success = r.success;
+        }
+    }
+
+    /// The turn's summed reward against the recorded one (the rollout adds the step rewards in
+    /// order from 0, so they agree exactly), then a fresh sum for the next turn.
+    fn check_turn(&mut self, k: usize, turn: &Turn) -> Result<(), Divergence> {
+        let reward = std::mem::take(&mut self.turn_reward);
+        if same_f64(reward, turn.env_reward) {
+            return Ok(());
+        }
+        Err(Divergence {
             turn: Some(k),
             step: None,
             action: None,
             field: "turn env_reward",
             recorded: format!("{:?}", turn.env_reward),
             replayed: format!("{reward:?}"),
-        });
+        })
     }
-    Ok(())
 }
 
-/// Replay the recorded steps of turn `k`, checking every result the env returns.
+/// Replay the recorded steps of turn `k`, checking every result the env returns; adds the
+/// replayed rewards to `reward` and records a finishing step's `success` in `done`.
 fn replay_steps(
     env: &mut dyn Env,
     k: usize,
     recorded: &[Step],
     state: &mut String,
+    progress: &mut Progress,
 ) -> Result<(), Divergence> {
     for (i, s) in recorded.iter().enumerate() {
         let at = |field, recorded, replayed| Divergence {
@@ -209,6 +251,7 @@ fn replay_steps(
                 if let Some((field, a, b)) = step_difference(rec, &got) {
                     return Err(at(field, a, b));
                 }
+                progress.add(&got);
                 *state = got.observation;
             }
             // The env failed again (a trap or an env error); the messages may carry
@@ -377,6 +420,35 @@ mod tests {
         t3.seed = 2;
         let d = replay_trajectory(&mut Line::new(0), &t3).unwrap_err();
         assert_eq!((d.turn, d.field), (Some(0), "turn observation"));
+    }
+
+    #[test]
+    fn what_the_score_and_success_derive_from_is_checked() {
+        let t = record(&mut Line::new(0), 1, &[&["Right", "Left"], &["Right"]]);
+        // Turn 0's steps pay 1.0 and -0.5: an edited turn reward with its steps left alone
+        let mut edited = t.clone();
+        edited.turns[0].env_reward = 5.0;
+        let d = replay_trajectory(&mut Line::new(0), &edited).unwrap_err();
+        assert_eq!(
+            (d.turn, d.step, d.field),
+            (Some(0), None, "turn env_reward")
+        );
+        assert_eq!((d.recorded.as_str(), d.replayed.as_str()), ("5.0", "0.5"));
+        // no step ended the episode, so it did not succeed: a flipped flag is caught
+        let mut flipped = t.clone();
+        flipped.success = true;
+        let d = replay_trajectory(&mut Line::new(0), &flipped).unwrap_err();
+        assert_eq!((d.turn, d.field), (None, "success"));
+        assert_eq!(
+            (d.recorded.as_str(), d.replayed.as_str()),
+            ("true", "false")
+        );
+        // from seed 1 (position 1), Right twice reaches 3: terminated with success
+        let mut won = record(&mut Line::new(0), 1, &[&["Right", "Right"]]);
+        let d = replay_trajectory(&mut Line::new(0), &won).unwrap_err();
+        assert_eq!((d.field, d.recorded.as_str()), ("success", "false"));
+        won.success = true;
+        assert_eq!(replay_trajectory(&mut Line::new(0), &won).unwrap().steps, 2);
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! reward and flag ([`ragen_gym_core::replay_trajectory`]). The first difference is printed as
 //! a unified diff, and the command exits with code 14. It is how to answer "why did trajectory X
 //! get that reward": re-run it, with logging (`RAGEN_LOG=debug`) or a patched plugin (`--env`,
-//! which must still have the recorded digest).
+//! which must still have the recorded digest). Without `--env` or `--locked`, the run
+//! directory's `ragen-gym.lock` pins the plugin as `--locked` would.
 
 use crate::ExpectedError;
 use crate::shared::{plugins::load, run::new_env, sandbox::SandboxArgs};
@@ -68,6 +69,18 @@ pub fn render_divergence(d: &Divergence) -> String {
     )
 }
 
+/// The sandbox flags with the run directory's own `ragen-gym.lock` as `--locked` when it has one
+/// and neither `--locked` nor `--env` is given: the recorded plugin must then have the digest
+/// the run locked, not only the sha256 written next to each trajectory.
+fn with_run_lock(args: &Args) -> SandboxArgs {
+    let mut sandbox = args.sandbox.clone();
+    let lock = args.run_dir.join(ragen_gym_registry::LOCK_FILE_NAME);
+    if sandbox.source.locked.is_none() && args.env.is_none() && lock.is_file() {
+        sandbox.source.locked = Some(lock);
+    }
+    sandbox
+}
+
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let run = RunDir::open(&args.run_dir)?;
@@ -81,6 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map_or(String::new(), |n| format!(" on line {n}"))
         );
     }
+    let sandbox = with_run_lock(&args);
     let mut loaded: Option<(String, ragen_gym_sandbox::Plugin)> = None;
     let (mut ok, mut diverged) = (0usize, 0usize);
     for (i, rec) in records {
@@ -93,7 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ),
         };
         if loaded.as_ref().is_none_or(|(r, _)| *r != reference) {
-            let plugin = load(&reference, &args.sandbox)?;
+            let plugin = load(&reference, &sandbox)?;
             loaded = Some((reference.clone(), plugin));
         }
         let plugin = &loaded.as_ref().expect("loaded above").1;
@@ -111,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         let env_config = rec.env_config.clone().unwrap_or_default();
         let t = &rec.trajectory;
-        let mut env = new_env(plugin, &env_config, args.sandbox.grants()?).with_context(|| {
+        let mut env = new_env(plugin, &env_config, sandbox.grants()?).with_context(|| {
             format!("failed to build env {reference} with config {env_config:?}")
         })?;
         let label = format!(
