@@ -85,6 +85,23 @@ fn args(dir: &std::path::Path, trajectory: Option<usize>, env: Option<&str>) -> 
     }
 }
 
+/// Rewrite `dir/trajectories.jsonl` after `edit` changed its lines; returns the edited lines.
+fn edit_trajectories(
+    dir: &std::path::Path,
+    edit: impl FnOnce(&mut Vec<serde_json::Value>),
+) -> Vec<serde_json::Value> {
+    let path = dir.join("trajectories.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    edit(&mut lines);
+    let edited: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, edited).unwrap();
+    lines
+}
+
 #[test]
 fn recorded_sokoban_trajectories_replay_step_by_step() {
     let d = tempfile::tempdir().unwrap();
@@ -93,17 +110,11 @@ fn recorded_sokoban_trajectories_replay_step_by_step() {
     replay::run(args(d.path(), Some(1), None)).unwrap();
 
     // Edit the reward of line 1's first step: replay finds it at that step.
-    let path = d.path().join("trajectories.jsonl");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let mut lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let step = &mut lines[1]["turns"][0]["steps"][0]["outcome"]["Ok"];
-    let r = step["reward"].as_f64().unwrap();
-    step["reward"] = (r + 1.0).into();
-    let edited: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, edited).unwrap();
+    let lines = edit_trajectories(d.path(), |lines| {
+        let step = &mut lines[1]["turns"][0]["steps"][0]["outcome"]["Ok"];
+        let r = step["reward"].as_f64().unwrap();
+        step["reward"] = (r + 1.0).into();
+    });
     replay::run(args(d.path(), Some(0), None)).unwrap();
     let err = replay::run(args(d.path(), Some(1), None)).unwrap_err();
     assert_eq!(exit_code_of(&err), ExitCode::from(14), "{err:#}");
@@ -125,16 +136,10 @@ fn the_run_directory_lock_pins_the_replayed_plugin() {
     let d = tempfile::tempdir().unwrap();
     record_run(d.path());
     // An edited line changes one trajectory's score: the turn reward no longer adds up.
-    let path = d.path().join("trajectories.jsonl");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let mut lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let reward = lines[0]["turns"][0]["env_reward"].as_f64().unwrap();
-    lines[0]["turns"][0]["env_reward"] = (reward + 10.0).into();
-    let edited: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&path, edited).unwrap();
+    edit_trajectories(d.path(), |lines| {
+        let reward = lines[0]["turns"][0]["env_reward"].as_f64().unwrap();
+        lines[0]["turns"][0]["env_reward"] = (reward + 10.0).into();
+    });
     let err = replay::run(args(d.path(), Some(0), None)).unwrap_err();
     assert_eq!(exit_code_of(&err), ExitCode::from(14), "{err:#}");
     replay::run(args(d.path(), Some(1), None)).unwrap();
