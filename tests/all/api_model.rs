@@ -11,7 +11,8 @@ use ragen_gym_cli::shared::sandbox::SandboxArgs;
 use ragen_gym_registry::LockFile;
 use std::time::Duration;
 
-fn request() -> ChatRequest {
+/// A one-message chat request (shared with `net_hostile`).
+pub(crate) fn request() -> ChatRequest {
     ChatRequest {
         model: "m".into(),
         messages: vec![WireMessage {

@@ -46,16 +46,18 @@ pub fn cli() -> PathBuf {
     cli
 }
 
-/// A `kB` field of `/proc/PID/status` (`VmRSS`, `VmHWM`); 0 once the process has exited.
-fn status_kib(pid: i32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+/// The child's resident set size and its high-water mark, kB (`VmRSS`, `VmHWM` of
+/// `/proc/PID/status`, read once); 0 once the process has exited.
+fn memory_kib(pid: i32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS"), field("VmHWM"))
 }
 
 /// Run `ragen-gym args…` with `envs`, killing it once its RSS passes `rss_cap_mib` or it runs
@@ -93,7 +95,8 @@ pub fn run_watched(
     // `spawn` returns after the child's `exec`, so every `VmHWM` read here is the new program's.
     let mut peak_kib = 0u64;
     loop {
-        peak_kib = peak_kib.max(status_kib(pid, "VmHWM"));
+        let (resident_kib, hwm_kib) = memory_kib(pid);
+        peak_kib = peak_kib.max(hwm_kib);
         // SAFETY: `pid` is our own child, not yet reaped (std's `Child::wait` is never called);
         // `status` is valid for writes.
         let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
@@ -106,7 +109,7 @@ pub fn run_watched(
             std::io::Error::last_os_error()
         );
         if killed.is_none() {
-            if status_kib(pid, "VmRSS") > rss_cap_mib << 10 {
+            if resident_kib > rss_cap_mib << 10 {
                 killed = Some("memory");
             } else if start.elapsed() > limit {
                 killed = Some("time");

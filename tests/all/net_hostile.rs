@@ -6,9 +6,7 @@
 use crate::child::{Outcome, run_watched};
 use crate::servers::{ChatServer, HttpServer, Reply};
 use ragen_gym_cli::cmd::eval;
-use ragen_gym_cli::cmd::eval::openai::{
-    ChatClient, ChatError, ChatRequest, RetryPolicy, WireMessage,
-};
+use ragen_gym_cli::cmd::eval::openai::{ChatClient, ChatError, RetryPolicy};
 use ragen_gym_cli::shared::plugins::SourceArgs;
 use ragen_gym_cli::shared::sandbox::SandboxArgs;
 use ragen_gym_net::{Limits, NetError};
@@ -394,19 +392,9 @@ fn an_api_error_that_echoes_the_key_does_not_print_it() {
         Limits::API,
     )
     .unwrap();
-    let req = ChatRequest {
-        model: "m".into(),
-        messages: vec![WireMessage {
-            role: "user",
-            content: "hi".into(),
-        }],
-        temperature: 0.0,
-        top_p: 1.0,
-        max_tokens: 8,
-        seed: 1,
-        stop: vec![],
-    };
-    let err = client.complete_all(vec![req]).unwrap_err();
+    let err = client
+        .complete_all(vec![crate::api_model::request()])
+        .unwrap_err();
     let msg = err.to_string();
     assert!(
         matches!(err, ChatError::Status { status: 401, .. }),

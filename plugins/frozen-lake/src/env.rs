@@ -233,22 +233,7 @@ mod tests {
     use ragen_gym_sdk::adapter;
 
     fn env_on(cells: &str, start: usize, slippery: bool) -> FrozenLake {
-        let cells: Vec<Cell> = cells
-            .chars()
-            .filter(|c| !c.is_whitespace())
-            .map(|c| match c {
-                'H' => Cell::Hole,
-                'G' => Cell::Goal,
-                _ => Cell::Frozen,
-            })
-            .collect();
-        let goal = cells.iter().position(|&c| c == Cell::Goal).unwrap();
-        let map = LakeMap {
-            size: 4,
-            cells,
-            start,
-            goal,
-        };
+        let map = crate::map::test_map(cells, start);
         let config = FrozenLakeConfig {
             is_slippery: slippery,
             ..FrozenLakeConfig::default()

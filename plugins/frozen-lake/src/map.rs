@@ -106,6 +106,28 @@ impl LakeMap {
     }
 }
 
+/// A 4×4 map from its cells as letters, row-major (`H` hole, `G` goal, anything else frozen;
+/// whitespace ignored), starting at cell `start`: the fixed boards of the tests.
+#[cfg(test)]
+pub(crate) fn test_map(cells: &str, start: usize) -> LakeMap {
+    let cells: Vec<Cell> = cells
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| match c {
+            'H' => Cell::Hole,
+            'G' => Cell::Goal,
+            _ => Cell::Frozen,
+        })
+        .collect();
+    let goal = cells.iter().position(|&c| c == Cell::Goal).unwrap();
+    LakeMap {
+        size: 4,
+        cells,
+        start,
+        goal,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

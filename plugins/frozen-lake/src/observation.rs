@@ -50,22 +50,7 @@ mod tests {
     use super::*;
 
     fn map(cells: &str, start: usize) -> LakeMap {
-        let cells: Vec<Cell> = cells
-            .chars()
-            .filter(|c| !c.is_whitespace())
-            .map(|c| match c {
-                'H' => Cell::Hole,
-                'G' => Cell::Goal,
-                _ => Cell::Frozen,
-            })
-            .collect();
-        let goal = cells.iter().position(|&c| c == Cell::Goal).unwrap();
-        LakeMap {
-            size: 4,
-            cells,
-            start,
-            goal,
-        }
+        crate::map::test_map(cells, start)
     }
 
     #[test]
