@@ -219,6 +219,7 @@ fn a_rust_reward_scaffold_builds_checks_and_scores() {
         penalty: 0.0,
         extra_reward: 0.0,
         end_reason: None,
+        failure: None,
     };
     // -0.001 per response byte: 18 + 10 bytes.
     let r = f.score(&t).expect("score");

@@ -762,6 +762,7 @@ fn reward_function_plugin_scores_under_limits() {
         penalty: 0.0,
         extra_reward: 0.0,
         end_reason: None,
+        failure: None,
     };
     let RewardBreakdown { total, components } = rf.score(&traj).unwrap();
     // -0.01 per response byte (15 bytes) + 1 for success.

@@ -64,6 +64,7 @@ fn params() -> RolloutParams {
             stop_at_answer: false,
         },
         tag: "Bandit".into(),
+        trajectory_wall_budget: None,
     }
 }
 

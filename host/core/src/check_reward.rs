@@ -39,6 +39,7 @@ fn probes() -> Vec<Trajectory> {
         penalty: 0.0,
         extra_reward: 0.0,
         end_reason: None,
+        failure: None,
     };
     vec![
         trajectory(0, vec![], false),

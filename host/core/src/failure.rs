@@ -89,6 +89,31 @@ pub struct PluginFailure {
     pub message: String,
 }
 
+/// What ended an episode early on the env's side, by class: the trainer's failure policy acts on
+/// it, and counts it as `sandbox/timeouts` or `sandbox/traps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeFailure {
+    /// A call's wall-clock deadline passed, or the trajectory's wall budget ran out.
+    Timeout,
+    /// Any other plugin failure (a trap, fuel, memory, a panic, bad output, instantiation) or an
+    /// error the env returned.
+    Trap,
+}
+
+impl EpisodeFailure {
+    /// The class of a failed env call.
+    pub fn of(error: &crate::EnvCallError) -> Self {
+        match error {
+            crate::EnvCallError::Plugin(PluginFailure {
+                kind: PluginFailureKind::Deadline,
+                ..
+            }) => Self::Timeout,
+            _ => Self::Trap,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

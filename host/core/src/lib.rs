@@ -38,7 +38,7 @@ pub use cache::cache_root;
 pub use check::{CheckReport, check_env};
 pub use check_reward::check_reward;
 pub use env::{Env, EnvCallError, EnvStats, NativeEnv};
-pub use failure::{PluginFailure, PluginFailureKind};
+pub use failure::{EpisodeFailure, PluginFailure, PluginFailureKind};
 pub use manifest::{Capabilities, MANIFEST_SECTION, Manifest, ManifestLimits, PluginKind};
 pub use plugin_file::{MAX_PLUGIN_BYTES, PluginFileError, read_plugin_file};
 pub use ragen_gym_sdk::{

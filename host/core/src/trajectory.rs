@@ -3,6 +3,7 @@
 //! (`wit/types.wit`) plus RAGEN's per-env status (`ragen/llm_agent/es_manager.py`, `EnvStatus`).
 //! [`From`] gives the WIT form handed to reward-function plugins.
 
+use crate::failure::EpisodeFailure;
 use crate::trace::TokenTrace;
 use ragen_gym_sdk::{Metric, StepResult};
 use serde::{Deserialize, Serialize};
@@ -83,6 +84,10 @@ pub struct Trajectory {
     pub extra_reward: f64,
     /// Why the trajectory ended early, if it did (plugin trap, env error, prompt too long).
     pub end_reason: Option<String>,
+    /// The class of the env-side failure that ended it, if one did (absent from
+    /// `trajectories.jsonl` otherwise, and in lines written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<EpisodeFailure>,
 }
 
 impl Trajectory {
@@ -173,6 +178,7 @@ mod tests {
             penalty: -0.1,
             extra_reward: 0.5,
             end_reason: None,
+            failure: None,
         }
     }
 

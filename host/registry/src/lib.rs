@@ -29,6 +29,8 @@ pub mod error;
 mod fetch;
 pub mod lock;
 mod oci;
+#[cfg(test)]
+mod proptests;
 pub mod reference;
 pub mod resolve;
 

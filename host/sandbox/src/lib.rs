@@ -41,6 +41,8 @@ pub mod limits;
 mod load;
 mod output;
 mod plugin;
+#[cfg(test)]
+mod proptests;
 mod reward;
 mod state;
 

@@ -332,6 +332,7 @@ mod tests {
             penalty: -0.1,
             extra_reward: 0.0,
             end_reason: None,
+            failure: None,
         }
     }
 

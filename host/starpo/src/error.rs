@@ -3,11 +3,11 @@
 use crate::action_constraint::ConstraintError;
 use crate::config::ConfigError;
 use crate::events::ReportError;
+use crate::failure_policy::FailureError;
 use crate::prompt::TokenizeError;
 use crate::rollout::RolloutError;
 use crate::run_dir::RunDirError;
 use ragen_gym_core::EnvCallError;
-use std::path::PathBuf;
 
 /// Why training failed. Messages are lowercase fragments; sources are not repeated in them
 /// (an error chain printer shows each once).
@@ -31,18 +31,14 @@ pub enum TrainError {
     /// A rollout failed as a whole (env failures only end their trajectory).
     #[error("roll out")]
     Rollout(#[from] RolloutError),
+    /// The failure policy stopped the run (`[failure]`: `fail_fast`, or too many failed
+    /// trajectories).
+    #[error(transparent)]
+    Failure(#[from] FailureError),
     /// A trajectory could not be tokenised for training.
     #[error("build the training batch")]
     Batch(#[from] TokenizeError),
     /// A reporter (a sink of the trainer's events) failed.
     #[error("report training events")]
     Report(#[from] ReportError),
-    /// A resume directory has no usable checkpoint.
-    #[error("resume from {path}: {reason}")]
-    Resume {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
 }

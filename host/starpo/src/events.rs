@@ -59,10 +59,15 @@ impl Split {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TrainEvent<'a> {
     /// The run starts at `start_iteration` (1-based) and ends after `total`; `resumed` when it
-    /// continues from a checkpoint at iteration `start_iteration - 1`.
+    /// continues a run directory: from its checkpoint at iteration `start_iteration - 1`, or from
+    /// the start when it crashed before its first checkpoint.
     Started {
         /// First iteration to run.
         start_iteration: u32,
+        /// The first iteration this run logs (0 when it validates before training). A resumed
+        /// run's reporters first drop what earlier processes logged for it and later ones: lines
+        /// written after the checkpoint, which this run writes again.
+        first_logged: u32,
         /// Last iteration.
         total: u32,
         /// Whether the run continues from a checkpoint.
@@ -101,19 +106,24 @@ pub enum TrainEvent<'a> {
         /// The trajectories.
         trajectories: &'a [Trajectory],
     },
-    /// The metrics of an iteration were computed (once per iteration, after its checkpoint).
+    /// The metrics of an iteration were computed (once per iteration, before its checkpoint: a
+    /// crash between the two leaves a line past the checkpoint, which a resumed run drops and
+    /// writes again, never a checkpoint whose line is missing).
     Metrics {
         /// Iteration (0 = validation before training).
         iteration: u32,
         /// The metrics.
         metrics: &'a Metrics,
     },
-    /// A checkpoint was saved.
+    /// A checkpoint was saved (after the iteration's metrics).
     CheckpointSaved {
         /// Iteration.
         iteration: u32,
         /// Its directory.
         path: &'a Path,
+        /// Seconds it took to write (RAGEN's `timing_s/save_checkpoint`, which cannot be in the
+        /// iteration's metrics: they are written first).
+        seconds: f64,
     },
     /// The run finished.
     Finished {

@@ -5,6 +5,7 @@
 use crate::config::{Config, FilterStrategy, FilterType};
 use crate::metrics::Metrics;
 use crate::stats::{mean, std_unbiased};
+use std::collections::BTreeSet;
 
 /// In-group statistics of one env group.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -70,25 +71,37 @@ pub fn group_stats(scores: &[f64], group_size: usize) -> Vec<GroupStats> {
         .collect()
 }
 
-/// Rank groups by in-group score std and keep whole groups.
+/// Rank groups by in-group score std and keep whole groups. Groups in `excluded` (a failed
+/// plugin, a non-finite score, a trajectory without a turn: [`crate::failure_policy`]) are
+/// never kept and left out of the statistics; the others are ranked as if they were all.
 ///
 /// * top-k (RAGEN v1): `k = int(ratio * n_groups)` (at least 1); `ratio >= 1` keeps every group
 ///   (metrics only). Ties keep the lower group index first.
 /// * top-p (RAGEN-2, linear mode): groups sorted by std; each group's mass is `std / sum(std)`;
 ///   the shortest prefix whose mass reaches `p` is kept. Zero-std groups are dropped unless
 ///   `include_zero`; if every std is zero the prefix is empty unless `include_zero`, which keeps all.
-pub fn filter_groups(scores: &[f64], group_size: usize, p: &FilterParams) -> FilterOutcome {
+pub fn filter_groups(
+    scores: &[f64],
+    group_size: usize,
+    excluded: &BTreeSet<usize>,
+    p: &FilterParams,
+) -> FilterOutcome {
     let all = group_stats(scores, group_size);
     let n = all.len();
-    let mut order: Vec<usize> = (0..n).collect();
+    let mut order: Vec<usize> = (0..n).filter(|g| !excluded.contains(g)).collect();
+    let usable = order.len();
     match p.kind {
         FilterType::Std => order.sort_by(|&a, &b| all[b].std.total_cmp(&all[a].std)),
         FilterType::StdRev => order.sort_by(|&a, &b| all[a].std.total_cmp(&all[b].std)),
     }
     let kept_groups: Vec<usize> = match p.strategy {
-        FilterStrategy::TopK if p.ratio >= 1.0 => (0..n).collect(),
+        FilterStrategy::TopK if p.ratio >= 1.0 => {
+            order.sort_unstable();
+            order
+        }
         FilterStrategy::TopK => {
-            let k = ((p.ratio * n as f64) as usize).clamp(1, n);
+            // RAGEN's k of all groups, taken among the usable ones
+            let k = ((p.ratio * n as f64) as usize).max(1).min(usable);
             order.into_iter().take(k).collect()
         }
         FilterStrategy::TopP => {
@@ -121,10 +134,14 @@ pub fn filter_groups(scores: &[f64], group_size: usize, p: &FilterParams) -> Fil
         }
     };
     let chosen: Vec<GroupStats> = kept_groups.iter().map(|&g| all[g]).collect();
+    let counted: Vec<GroupStats> = (0..n)
+        .filter(|g| !excluded.contains(g))
+        .map(|g| all[g])
+        .collect();
     let metrics = Metrics::from([
-        ("rollout/in_group_std".to_string(), avg(&all, |s| s.std)),
-        ("rollout/in_group_max".to_string(), avg(&all, |s| s.max)),
-        ("rollout/in_group_mean".to_string(), avg(&all, |s| s.mean)),
+        ("rollout/in_group_std".to_string(), avg(&counted, |s| s.std)),
+        ("rollout/in_group_max".to_string(), avg(&counted, |s| s.max)),
+        ("rollout/in_group_mean".to_string(), avg(&counted, |s| s.mean)),
         (
             "rollout/chosen_in_group_std".to_string(),
             avg(&chosen, |s| s.std),
@@ -164,7 +181,7 @@ mod tests {
 
     #[test]
     fn keeps_top_quarter_by_std() {
-        let out = filter_groups(&SCORES, 2, &params(0.5, FilterType::Std));
+        let out = filter_groups(&SCORES, 2, &BTreeSet::new(), &params(0.5, FilterType::Std));
         assert_eq!(out.kept_groups, vec![2, 1]);
         let s2 = std::f64::consts::SQRT_2;
         assert!((out.all[2].std - 2.0 / s2).abs() < 1e-12);
@@ -181,9 +198,9 @@ mod tests {
 
     #[test]
     fn std_rev_and_ratio_one() {
-        let out = filter_groups(&SCORES, 2, &params(0.25, FilterType::StdRev));
+        let out = filter_groups(&SCORES, 2, &BTreeSet::new(), &params(0.25, FilterType::StdRev));
         assert_eq!(out.kept_groups, vec![0]);
-        let out = filter_groups(&SCORES, 2, &params(1.0, FilterType::Std));
+        let out = filter_groups(&SCORES, 2, &BTreeSet::new(), &params(1.0, FilterType::Std));
         assert_eq!(out.kept_groups, vec![0, 1, 2, 3]);
     }
 
@@ -197,11 +214,38 @@ mod tests {
             top_p: 0.8,
             include_zero: false,
         };
-        assert_eq!(filter_groups(&SCORES, 2, &p).kept_groups, vec![2, 1]);
+        assert_eq!(filter_groups(&SCORES, 2, &BTreeSet::new(), &p).kept_groups, vec![2, 1]);
         let p = FilterParams { top_p: 1.0, ..p };
-        assert_eq!(filter_groups(&SCORES, 2, &p).kept_groups, vec![2, 1, 3]);
+        assert_eq!(filter_groups(&SCORES, 2, &BTreeSet::new(), &p).kept_groups, vec![2, 1, 3]);
         let zeros = [1.0, 1.0, 0.0, 0.0];
-        assert!(filter_groups(&zeros, 2, &p).kept_groups.is_empty());
+        assert!(filter_groups(&zeros, 2, &BTreeSet::new(), &p).kept_groups.is_empty());
+    }
+
+    #[test]
+    fn excluded_groups_are_never_kept_nor_counted() {
+        // group 2 (std 2/sqrt2) failed and group 3 holds a NaN: the best usable group is 1, and
+        // top-k still keeps int(0.5 * 4) = 2 groups, of the usable ones
+        let mut s = SCORES;
+        s[7] = f64::NAN;
+        let out = filter_groups(&s, 2, &BTreeSet::from([2, 3]), &params(0.5, FilterType::Std));
+        assert_eq!(out.kept_groups, vec![1, 0]);
+        let s2 = std::f64::consts::SQRT_2;
+        let m = &out.metrics;
+        assert!((m["rollout/in_group_std"] - (0.0 + 1.0 / s2) / 2.0).abs() < 1e-12);
+        assert!((m["rollout/in_group_mean"] - (1.0 + 0.5) / 2.0).abs() < 1e-12);
+        assert!(m.values().all(|v| v.is_finite()), "{m:?}");
+        let all = filter_groups(&s, 2, &BTreeSet::from([2, 3]), &params(1.0, FilterType::Std));
+        assert_eq!(all.kept_groups, vec![0, 1]);
+        let p = FilterParams {
+            strategy: FilterStrategy::TopP,
+            top_p: 1.0,
+            ..params(1.0, FilterType::Std)
+        };
+        assert_eq!(filter_groups(&s, 2, &BTreeSet::from([2, 3]), &p).kept_groups, vec![1]);
+        // nothing usable: nothing kept, and the statistics are 0, not NaN
+        let none = filter_groups(&s, 2, &BTreeSet::from([0, 1, 2, 3]), &params(0.5, FilterType::Std));
+        assert!(none.kept_groups.is_empty());
+        assert_eq!(none.metrics["rollout/in_group_std"], 0.0);
     }
 
     #[test]
@@ -211,11 +255,11 @@ mod tests {
         let mut s = vec![0.0; 8];
         s.extend([10.7; 8]);
         s.extend([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
-        let out = filter_groups(&s, 8, &params(2.0 / 3.0, FilterType::Std));
+        let out = filter_groups(&s, 8, &BTreeSet::new(), &params(2.0 / 3.0, FilterType::Std));
         assert_eq!(out.all[1].std, 0.0);
         assert_eq!(out.all[1].mean, 10.7);
         assert_eq!(out.kept_groups, vec![2, 0]);
-        let out = filter_groups(&s, 8, &params(1.0 / 3.0, FilterType::StdRev));
+        let out = filter_groups(&s, 8, &BTreeSet::new(), &params(1.0 / 3.0, FilterType::StdRev));
         assert_eq!(out.kept_groups, vec![0]);
         let p = FilterParams {
             ratio: 1.0,
@@ -224,6 +268,6 @@ mod tests {
             top_p: 1.0,
             include_zero: false,
         };
-        assert_eq!(filter_groups(&s, 8, &p).kept_groups, vec![2]);
+        assert_eq!(filter_groups(&s, 8, &BTreeSet::new(), &p).kept_groups, vec![2]);
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! The pipeline of one training iteration, one module per stage, in order: [`rollout`] (env
 //! state manager) with [`prompt`] (the context manager: layout, parser, tokenizer interface),
-//! [`rewards`] (reward functions, score normalisation), [`filter`] (StarPO-S), [`batch`]
+//! [`rewards`] (reward functions, score normalisation), [`failure_policy`] (failing plugins),
+//! [`filter`] (StarPO-S), [`batch`]
 //! (training sequences and masks), [`advantages`] (log-probs, GAE / GRPO), [`losses`] and
 //! [`update`] (PPO), [`validate`]; [`trainer`] runs them and emits [`events`]. Semantics follow
 //! RAGEN v1 (arXiv 2504.20073), summarised in `docs/ragen-semantics.md`.
@@ -25,6 +26,7 @@ pub mod config;
 #[cfg(feature = "trainer")]
 pub mod error;
 pub mod events;
+pub mod failure_policy;
 pub mod filter;
 #[cfg(feature = "trainer")]
 pub mod losses;
@@ -34,6 +36,8 @@ pub mod models;
 #[cfg(feature = "trainer")]
 pub mod policy_adapter;
 pub mod prompt;
+#[cfg(test)]
+mod proptests;
 pub mod pyfloat;
 pub mod rewards;
 pub mod rollout;

@@ -154,6 +154,7 @@ mod tests {
             penalty: 0.0,
             extra_reward: 0.0,
             end_reason: None,
+            failure: None,
         }
     }
 

@@ -31,8 +31,9 @@ fn adamw(lr: f64, weight_decay: f64) -> pol::AdamWConfig {
 
 impl Models {
     /// Load fresh models from `model.path`, or, with `resume`, the run's checkpoint (weights,
-    /// optimiser states, the iteration it was written after), onto `device`. Returns the models
-    /// and the iterations completed.
+    /// optimiser states, the iteration it was written after), onto `device`. A run resumed before
+    /// its first checkpoint was written (it crashed during the first iterations) starts afresh
+    /// from `model.path`. Returns the models and the iterations completed.
     pub fn load(
         cfg: &Config,
         run: &RunDir,
@@ -42,15 +43,12 @@ impl Models {
         let seed = cfg.seed.sampler;
         let trainable = cfg.model.trainable();
         let ckpt = run.checkpoint_path();
-        let (mut policy, iteration) = if resume {
+        let resume = resume && {
             // A crash between the checkpoint's two renames leaves only `checkpoint.old`.
             pol::recover_interrupted(&ckpt)?;
-            if !ckpt.join("trainer_state.json").exists() {
-                return Err(TrainError::Resume {
-                    path: run.root().to_path_buf(),
-                    reason: "no checkpoint/trainer_state.json".into(),
-                });
-            }
+            ckpt.join("trainer_state.json").exists()
+        };
+        let (mut policy, iteration) = if resume {
             let state = run.read_trainer_state()?;
             let policy = pol::Policy::from_pretrained_on(&pol::policy_dir(&ckpt), seed, device)?;
             (policy, state.iteration)

@@ -5,6 +5,7 @@ use crate::config::{Config, NormGrouping, NormMethod};
 use crate::metrics::{Metrics, add_stats};
 use crate::stats::{mean, std_unbiased};
 use ragen_gym_core::{RewardFunction, Trajectory};
+use std::collections::BTreeSet;
 
 /// Score every trajectory with every reward function and add the score to its `extra_reward`.
 /// A function that fails, or returns a non-finite total, adds nothing to that trajectory and
@@ -35,17 +36,10 @@ pub fn apply_reward_functions(
     }
 }
 
-/// The training scores of a rollout: each trajectory's score (env rewards, format penalty and
-/// reward functions), normalised as `agent_proxy.reward_normalization` says. Adds
-/// `critic/score/{mean,max,min}` of the result.
-///
-/// With `agent_proxy.use_turn_scores` the format penalty is left out, as in RAGEN: its turn
-/// scores are the turns' env rewards, and the penalty enters only in
-/// `ctx_manager.py::_normalize_score_tensor`, which `get_lm_inputs` skips with turn scores (so
-/// normalisation is off too; the config requires `identity`). Reward functions, a ragen-gym
-/// addition, still count.
-pub fn training_scores(cfg: &Config, trajs: &[Trajectory], m: &mut Metrics) -> Vec<f64> {
-    let raw: Vec<f64> = trajs
+/// Each trajectory's raw score: env rewards, format penalty and reward functions (with
+/// `agent_proxy.use_turn_scores`, the env rewards and reward functions only, as below).
+pub fn raw_scores(cfg: &Config, trajs: &[Trajectory]) -> Vec<f64> {
+    trajs
         .iter()
         .map(|t| {
             if cfg.agent_proxy.use_turn_scores {
@@ -54,15 +48,43 @@ pub fn training_scores(cfg: &Config, trajs: &[Trajectory], m: &mut Metrics) -> V
                 t.score()
             }
         })
+        .collect()
+}
+
+/// The training scores of a rollout: each trajectory's [`raw_scores`], normalised as
+/// `agent_proxy.reward_normalization` says among the trajectories whose group is not in
+/// `excluded` (groups the update leaves out, [`crate::failure_policy::excluded_groups`]: their
+/// scores, perhaps not finite, would skew every other's); an excluded trajectory scores 0. Adds
+/// `critic/score/{mean,max,min}` of the scores of the others.
+///
+/// With `agent_proxy.use_turn_scores` the format penalty is left out, as in RAGEN: its turn
+/// scores are the turns' env rewards, and the penalty enters only in
+/// `ctx_manager.py::_normalize_score_tensor`, which `get_lm_inputs` skips with turn scores (so
+/// normalisation is off too; the config requires `identity`). Reward functions, a ragen-gym
+/// addition, still count.
+pub fn training_scores(
+    cfg: &Config,
+    trajs: &[Trajectory],
+    excluded: &BTreeSet<usize>,
+    m: &mut Metrics,
+) -> Vec<f64> {
+    let raw = raw_scores(cfg, trajs);
+    let usable: Vec<usize> = (0..trajs.len())
+        .filter(|&i| !excluded.contains(&trajs[i].group))
         .collect();
     let norm = &cfg.agent_proxy.reward_normalization;
     let groups: Vec<usize> = match norm.grouping {
-        NormGrouping::State => trajs.iter().map(|t| t.group).collect(),
+        NormGrouping::State => usable.iter().map(|&i| trajs[i].group).collect(),
         // One env tag per run: the tag's group is the whole batch.
-        NormGrouping::Inductive | NormGrouping::Batch => vec![0; trajs.len()],
+        NormGrouping::Inductive | NormGrouping::Batch => vec![0; usable.len()],
     };
-    let scores = normalize_scores(&raw, &groups, norm.method);
-    add_stats(m, "critic/score", &scores);
+    let picked: Vec<f64> = usable.iter().map(|&i| raw[i]).collect();
+    let normalised = normalize_scores(&picked, &groups, norm.method);
+    add_stats(m, "critic/score", &normalised);
+    let mut scores = vec![0.0; trajs.len()];
+    for (i, x) in usable.into_iter().zip(normalised) {
+        scores[i] = x;
+    }
     scores
 }
 
@@ -211,6 +233,7 @@ mod tests {
             penalty,
             extra_reward: 0.0,
             end_reason: None,
+            failure: None,
         }
     }
 
@@ -221,9 +244,9 @@ mod tests {
         let trajs = vec![traj(1, 0, 2, -0.2), traj(2, 0, 1, 0.0)];
         let mut cfg = Config::default_config();
         let mut m = Metrics::new();
-        assert_eq!(training_scores(&cfg, &trajs, &mut m), vec![0.8, 0.5]);
+        assert_eq!(training_scores(&cfg, &trajs, &BTreeSet::new(), &mut m), vec![0.8, 0.5]);
         cfg.agent_proxy.use_turn_scores = true;
-        assert_eq!(training_scores(&cfg, &trajs, &mut m), vec![1.0, 0.5]);
+        assert_eq!(training_scores(&cfg, &trajs, &BTreeSet::new(), &mut m), vec![1.0, 0.5]);
         assert_eq!(m["critic/score/max"], 1.0);
         // ...and normalisation with turn scores is a config error naming both keys
         cfg.agent_proxy.reward_normalization.method = NormMethod::MeanStd;
@@ -247,13 +270,22 @@ mod tests {
         assert!((scores[0] - 2.9).abs() < 1e-12 && scores[1] == 0.5 && scores[2] == 4.5);
         // identity normalisation (the default) keeps them and logs their stats
         let cfg = Config::default_config();
-        let got = training_scores(&cfg, &trajs, &mut m);
+        let got = training_scores(&cfg, &trajs, &BTreeSet::new(), &mut m);
         assert_eq!(got, scores);
         assert_eq!(m["critic/score/max"], 4.5);
         // mean over the env group (state grouping): group 0 is [2.9, 0.5], group 1 alone
         let mut cfg = cfg;
         cfg.agent_proxy.reward_normalization.method = NormMethod::Mean;
-        let got = training_scores(&cfg, &trajs, &mut m);
+        let got = training_scores(&cfg, &trajs, &BTreeSet::new(), &mut m);
         assert!((got[0] - 1.2).abs() < 1e-12 && (got[1] + 1.2).abs() < 1e-12 && got[2] == 0.0);
+        // a left-out group scores 0 and counts nowhere, whatever its raw score: with batch
+        // grouping group 0's [2.9, 0.5] are centred on their own mean 1.7, not on 2.63
+        cfg.agent_proxy.reward_normalization.grouping = NormGrouping::Batch;
+        trajs[2].extra_reward = f64::NAN;
+        let mut m = Metrics::new();
+        let got = training_scores(&cfg, &trajs, &BTreeSet::from([1]), &mut m);
+        assert!((got[0] - 1.2).abs() < 1e-12 && (got[1] + 1.2).abs() < 1e-12, "{got:?}");
+        assert_eq!(got[2], 0.0);
+        assert!((m["critic/score/max"] - 1.2).abs() < 1e-12);
     }
 }

@@ -13,8 +13,10 @@
 //!
 //! The trainer writes `config.toml`, `run.json` and the checkpoint; reporters write the rest
 //! from the trainer's events. Every whole-file write is atomic, and JSONL lines past the
-//! checkpoint are dropped on resume ([`RunDir::truncate_jsonl_after`]), so a run that crashed
-//! resumes into consistent files.
+//! checkpoint are dropped on resume ([`RunDir::truncate_jsonl_from`]), so a run that crashed
+//! resumes into consistent files. An iteration's metrics line is written (and fsynced) before its
+//! checkpoint, so every iteration a checkpoint covers has its line, and a resumed run writes
+//! each later one again: `metrics.jsonl` holds every iteration exactly once.
 
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::events::Split;
@@ -211,12 +213,14 @@ impl RunDir {
         })
     }
 
-    /// Drop the lines of a JSONL file whose `iteration` is above `last` (entries written after
-    /// the checkpoint a resumed run restarts from), and any line that does not parse (a write
-    /// cut short by a crash). Rewrites atomically; a missing file is fine.
-    pub fn truncate_jsonl_after(&self, path: &Path, last: u64) -> Result<(), RunDirError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+    /// Drop the lines of a JSONL file whose `iteration` is `first` or above (entries written
+    /// after the checkpoint a resumed run restarts from, which it writes again), and any line
+    /// that does not parse (a write cut short by a crash). Rewrites atomically; a missing file is
+    /// fine.
+    pub fn truncate_jsonl_from(&self, path: &Path, first: u64) -> Result<(), RunDirError> {
+        // bytes, not text: a write cut short may end inside a multi-byte character
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => {
                 return Err(RunDirError::Io {
@@ -225,17 +229,18 @@ impl RunDir {
                 });
             }
         };
-        let kept: String = text
-            .lines()
-            .filter(|l| {
-                serde_json::from_str::<serde_json::Value>(l)
-                    .ok()
-                    .and_then(|v| v.get("iteration").and_then(serde_json::Value::as_u64))
-                    .is_some_and(|i| i <= last)
-            })
-            .map(|l| format!("{l}\n"))
-            .collect();
-        write_atomic(path, kept.as_bytes())
+        let mut kept = Vec::with_capacity(bytes.len());
+        for line in bytes.split(|&b| b == b'\n') {
+            let keep = serde_json::from_slice::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v.get("iteration").and_then(serde_json::Value::as_u64))
+                .is_some_and(|i| i < first);
+            if keep {
+                kept.extend_from_slice(line);
+                kept.push(b'\n');
+            }
+        }
+        write_atomic(path, &kept)
     }
 
     /// Read `trajectories.jsonl`: each record with its line number (0-based; blank lines are
@@ -343,14 +348,14 @@ mod tests {
         }
         w.sync().unwrap();
         drop(w);
-        // a line cut short by a crash
+        // a line cut short by a crash, inside a two-byte character
         std::fs::OpenOptions::new()
             .append(true)
             .open(r.metrics_path())
             .unwrap()
-            .write_all(b"{\"iteration\": 1, \"x\"")
+            .write_all(b"{\"iteration\": 1, \"x\": \"\xc3")
             .unwrap();
-        r.truncate_jsonl_after(&r.metrics_path(), 2).unwrap();
+        r.truncate_jsonl_from(&r.metrics_path(), 3).unwrap();
         let m = r.read_metrics().unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!(m[1]["x"], 4);
@@ -433,6 +438,7 @@ mod tests {
             penalty: 0.0,
             extra_reward: 0.0,
             end_reason: None,
+            failure: None,
         }
     }
 

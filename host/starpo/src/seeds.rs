@@ -64,6 +64,18 @@ pub fn validation_sampler_seed(seed_sampler: u64, iteration: u32) -> u64 {
         .wrapping_add(u64::from(iteration))
 }
 
+/// Offset of the sampler seeds of a training rollout's retries (`failure.policy = "retry"`) from
+/// the rollout's own (reads as "retry", `0x2e72`).
+pub const RETRY_SEED_OFFSET: u64 = 0x2e72_0000_0000;
+
+/// The sampler seed of retry `attempt` (1-based) of the failed groups of a training rollout whose
+/// sampler seed is `rollout_seed`.
+pub fn retry_sampler_seed(rollout_seed: u64, attempt: u32) -> u64 {
+    rollout_seed
+        .wrapping_add(RETRY_SEED_OFFSET)
+        .wrapping_add(u64::from(attempt))
+}
+
 /// Multiplier that spreads one rollout's seed over its generation calls (a prime above every
 /// realistic `turn × TURN_SEED_STRIDE + call` offset).
 pub const CALL_SEED_MULTIPLIER: u64 = 1_000_003;

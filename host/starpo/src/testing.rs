@@ -138,3 +138,39 @@ impl Env for Counter {
         })
     }
 }
+
+/// A finished trajectory of env group `group`, reset with `seed`, with `turns` turns of one
+/// `Inc` each (reward 1), not successful.
+pub fn trajectory(group: usize, seed: u64, turns: usize) -> ragen_gym_core::Trajectory {
+    let turn = ragen_gym_core::Turn {
+        observation: "0".into(),
+        actions_left: 10,
+        response: "<answer>Inc</answer>".into(),
+        think: None,
+        answer: Some("Inc".into()),
+        actions: vec!["Inc".into()],
+        env_reward: 1.0,
+        action_is_valid: true,
+        action_is_effective: true,
+        format_penalty: false,
+        info: vec![],
+        steps: vec![],
+        sampled: None,
+    };
+    ragen_gym_core::Trajectory {
+        env_id: "test/Counter-v0".into(),
+        tag: "Counter".into(),
+        group,
+        seed,
+        turns: vec![turn; turns],
+        final_observation: turns.to_string(),
+        num_actions: turns,
+        terminated: false,
+        truncated: true,
+        success: false,
+        penalty: 0.0,
+        extra_reward: 0.0,
+        end_reason: None,
+        failure: None,
+    }
+}

@@ -118,15 +118,17 @@ impl Trainer {
     pub fn train(&mut self, reporter: &mut dyn Reporter) -> Result<(), TrainError> {
         let mut ev = Events::new(reporter);
         let total = self.cfg.trainer.total_training_steps;
+        let validate_first = self.iteration == 0 && self.cfg.trainer.val_before_train;
         ev.emit(TrainEvent::Started {
             start_iteration: self.iteration + 1,
+            first_logged: if validate_first { 0 } else { self.iteration + 1 },
             total,
             resumed: self.resumed,
             trainable_params: self.models.policy.num_trainable(),
             batch: self.cfg.train_batch_size(),
         });
         ev.check()?;
-        if self.iteration == 0 && self.cfg.trainer.val_before_train {
+        if validate_first {
             let mut m = Metrics::new();
             self.validate(0, &mut m, &mut ev)?;
             ev.emit(TrainEvent::Metrics {
@@ -145,16 +147,18 @@ impl Trainer {
                 self.validate(it, &mut m, &mut ev)?;
             }
             self.iteration = it;
-            let sf = self.cfg.trainer.save_freq;
-            if last || (sf > 0 && i64::from(it) % sf == 0) {
-                self.checkpoint(it, &mut m, &mut ev)?;
-            }
             m.insert("timing_s/step".into(), t0.elapsed().as_secs_f64());
+            // The metrics line goes first: a crash before the checkpoint is complete resumes from
+            // the previous one, which drops the line and writes it again.
             ev.emit(TrainEvent::Metrics {
                 iteration: it,
                 metrics: &m,
             });
             ev.check()?;
+            let sf = self.cfg.trainer.save_freq;
+            if last || (sf > 0 && i64::from(it) % sf == 0) {
+                self.checkpoint(it, &mut ev)?;
+            }
         }
         ev.emit(TrainEvent::Finished {
             iteration: self.iteration,
@@ -250,13 +254,8 @@ impl Trainer {
         Ok(())
     }
 
-    /// Save the checkpoint of iteration `it`; `timing_s/save_checkpoint` goes into `m`.
-    fn checkpoint(
-        &mut self,
-        it: u32,
-        m: &mut Metrics,
-        ev: &mut Events<'_>,
-    ) -> Result<(), TrainError> {
+    /// Save the checkpoint of iteration `it` (its write time goes with `CheckpointSaved`).
+    fn checkpoint(&mut self, it: u32, ev: &mut Events<'_>) -> Result<(), TrainError> {
         let t = Instant::now();
         ev.phase(it, Phase::Checkpoint, 1);
         let state = TrainerState {
@@ -265,10 +264,10 @@ impl Trainer {
             env_id: self.info.env_id.clone(),
         };
         self.models.save(&self.run, &state)?;
-        m.insert("timing_s/save_checkpoint".into(), t.elapsed().as_secs_f64());
         ev.emit(TrainEvent::CheckpointSaved {
             iteration: it,
             path: &self.run.checkpoint_path(),
+            seconds: t.elapsed().as_secs_f64(),
         });
         Ok(ev.check()?)
     }

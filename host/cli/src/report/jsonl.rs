@@ -4,8 +4,9 @@
 //! needs besides the seed and the steps).
 //!
 //! Lines are written whole; both files are flushed and fsynced once per iteration, when its
-//! metrics arrive. On a resumed run, lines past the checkpoint's iteration (and a line cut short
-//! by a crash) are dropped first, so the files match the checkpoint.
+//! metrics arrive (before the trainer writes its checkpoint). On a resumed run, lines from the
+//! first iteration it logs on (and a line cut short by a crash) are dropped first, so the files
+//! match the checkpoint and each iteration is written once.
 
 use ragen_gym_core::Trajectory;
 use ragen_gym_starpo::run_dir::{JsonlWriter, TrajectoryRecord};
@@ -69,16 +70,16 @@ impl Reporter for JsonlReporter {
     fn report(&mut self, event: &TrainEvent<'_>) -> Result<(), ReportError> {
         match *event {
             TrainEvent::Started {
-                start_iteration,
+                first_logged,
                 resumed: true,
                 ..
             } => {
                 self.files = None;
-                let last = u64::from(start_iteration - 1);
+                let first = u64::from(first_logged);
                 self.run
-                    .truncate_jsonl_after(&self.run.metrics_path(), last)?;
+                    .truncate_jsonl_from(&self.run.metrics_path(), first)?;
                 self.run
-                    .truncate_jsonl_after(&self.run.trajectories_path(), last)?;
+                    .truncate_jsonl_from(&self.run.trajectories_path(), first)?;
             }
             TrainEvent::Trajectories {
                 iteration,
@@ -134,6 +135,7 @@ mod tests {
             penalty: -0.1,
             extra_reward: 0.0,
             end_reason: None,
+            failure: None,
         }
     }
 
@@ -186,6 +188,7 @@ mod tests {
         let mut r = JsonlReporter::new(run.clone(), env, 2);
         r.report(&TrainEvent::Started {
             start_iteration: 2,
+            first_logged: 2,
             total: 3,
             resumed: true,
             trainable_params: 0,

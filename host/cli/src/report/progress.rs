@@ -92,10 +92,14 @@ impl Reporter for ProgressReporter {
                 self.clear();
                 eprintln!("{}", summary_line(iteration, metrics));
             }
-            TrainEvent::CheckpointSaved { iteration, path } => {
+            TrainEvent::CheckpointSaved {
+                iteration,
+                path,
+                seconds,
+            } => {
                 self.clear();
                 eprintln!(
-                    "iteration {iteration}: checkpoint saved to {}",
+                    "iteration {iteration}: checkpoint saved to {} in {seconds:.1} s",
                     path.display()
                 );
             }

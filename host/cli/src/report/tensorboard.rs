@@ -123,8 +123,8 @@ impl TensorBoardReporter {
         Ok(self.writer.as_mut().expect("opened above"))
     }
 
-    /// Rewrite every event file of the directory without the summaries of steps after `last`.
-    fn drop_steps_after(&self, last: i64) -> Result<(), ReportError> {
+    /// Rewrite every event file of the directory without the summaries of steps from `first` on.
+    fn drop_steps_from(&self, first: i64) -> Result<(), ReportError> {
         for path in event_files(&self.dir)? {
             let events = read_events(&path)?;
             let tmp = path.with_extension("tmp");
@@ -132,7 +132,7 @@ impl TensorBoardReporter {
                 let file = Durable(BufWriter::new(File::create(&tmp)?));
                 let mut w = RecordWriter::<Event, _>::from_writer(file)?;
                 for e in events {
-                    let keep = !matches!(e.what, Some(What::Summary(_))) || e.step <= last;
+                    let keep = !matches!(e.what, Some(What::Summary(_))) || e.step < first;
                     if keep {
                         w.send(e)?;
                     }
@@ -149,12 +149,12 @@ impl Reporter for TensorBoardReporter {
     fn report(&mut self, event: &TrainEvent<'_>) -> Result<(), ReportError> {
         match *event {
             TrainEvent::Started {
-                start_iteration,
+                first_logged,
                 resumed,
                 ..
             } => {
                 if resumed {
-                    self.drop_steps_after(i64::from(start_iteration) - 1)?;
+                    self.drop_steps_from(i64::from(first_logged))?;
                 }
                 self.open()?;
             }
@@ -184,6 +184,7 @@ mod tests {
     fn started(r: &mut TensorBoardReporter, start_iteration: u32, resumed: bool) {
         r.report(&TrainEvent::Started {
             start_iteration,
+            first_logged: start_iteration,
             total: 3,
             resumed,
             trainable_params: 0,

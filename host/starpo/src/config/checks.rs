@@ -43,6 +43,19 @@ impl Config {
                 a.ppo_mini_batch_size
             ));
         }
+        let f = &self.failure;
+        if !(f.max_failure_rate > 0.0 && f.max_failure_rate <= 1.0) {
+            return bad(format!(
+                "failure.max_failure_rate must be in (0, 1], got {}",
+                f.max_failure_rate
+            ));
+        }
+        if !(f.trajectory_wall_s >= 0.0 && f.trajectory_wall_s.is_finite()) {
+            return bad(format!(
+                "failure.trajectory_wall_s must be a finite number of seconds >= 0 (0: no limit), got {}",
+                f.trajectory_wall_s
+            ));
+        }
         if self.agent_proxy.max_turn == 0 || self.agent_proxy.max_actions_per_turn == 0 {
             return bad("agent_proxy.max_turn and max_actions_per_turn must be positive".into());
         }

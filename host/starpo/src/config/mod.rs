@@ -83,6 +83,7 @@ pub struct Config {
     pub critic: CriticConfig,
     pub model: ModelSection,
     pub env: EnvConfig,
+    pub failure: FailureConfig,
 }
 
 /// `[trainer]`.
@@ -349,6 +350,40 @@ pub struct ModelSection {
     pub lora_alpha: f64,
     #[serde(default)]
     pub gradient_checkpointing: bool,
+}
+
+/// `[failure]`: what a failing env plugin does to a training run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
+pub struct FailureConfig {
+    pub policy: FailurePolicy,
+    pub max_retries: u32,
+    pub max_failure_rate: f64,
+    pub trajectory_wall_s: f64,
+}
+
+impl FailureConfig {
+    /// `trajectory_wall_s` as a duration (`None`: 0, no limit).
+    pub fn trajectory_wall_budget(&self) -> Option<std::time::Duration> {
+        (self.trajectory_wall_s > 0.0)
+            .then(|| std::time::Duration::from_secs_f64(self.trajectory_wall_s))
+    }
+}
+
+/// What a training trajectory ended by a plugin failure (`failure.policy`) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailurePolicy {
+    /// Stop the run at the first one.
+    FailFast,
+    /// Roll its group out again (up to `failure.max_retries` times), then drop it.
+    Retry,
+    /// Leave its group out of the update.
+    DropGroup,
 }
 
 /// `[env]`.

@@ -83,26 +83,23 @@ pub fn parse_response(
     }
 }
 
-/// First `<think>(.*?)</think>\s*<answer>(.*?)</answer>` match (leftmost start, lazy groups).
+/// First `<think>(.*?)</think>\s*<answer>(.*?)</answer>` match (leftmost start, lazy groups),
+/// in one pass. Only the first `<think>` can start a match: a later one has fewer `</think>`s
+/// after it, so whatever ends a match from it would end one from the first. Its first group ends
+/// at the first `</think>` followed by whitespace and `<answer>`, if the answer closes; when
+/// that answer never closes, no later one can (it would need a `</answer>` further on).
 fn match_think_answer(text: &str) -> Option<(Option<&str>, &str)> {
-    let mut from = 0;
-    while let Some(rel) = text[from..].find("<think>") {
-        let start = from + rel;
-        let body = start + "<think>".len();
-        // Lazy first group: try each `</think>` in order until the rest matches.
-        let mut search = body;
-        while let Some(rel_end) = text[search..].find("</think>") {
-            let end = search + rel_end;
-            let after = &text[end + "</think>".len()..];
-            let rest = after.trim_start_matches(|c: char| c.is_whitespace());
-            if let Some(ans) = rest.strip_prefix("<answer>")
-                && let Some(ans_end) = ans.find("</answer>")
-            {
-                return Some((Some(&text[body..end]), &ans[..ans_end]));
-            }
-            search = end + 1;
+    let body = text.find("<think>")? + "<think>".len();
+    let mut search = body;
+    while let Some(rel_end) = text[search..].find("</think>") {
+        let end = search + rel_end;
+        let after = &text[end + "</think>".len()..];
+        let rest = after.trim_start_matches(|c: char| c.is_whitespace());
+        if let Some(ans) = rest.strip_prefix("<answer>") {
+            let ans_end = ans.find("</answer>")?;
+            return Some((Some(&text[body..end]), &ans[..ans_end]));
         }
-        from = start + 1;
+        search = end + 1;
     }
     None
 }

@@ -1,13 +1,16 @@
 //! One env's trajectory while it is rolled out (RAGEN `ragen/llm_agent/es_manager.py`, one
 //! `EnvStatus`): its turns so far, the state the env last showed, and its status, one of
 //! running, finished by the env, out of action budget, or failed (`docs/ragen-semantics.md` §2).
+//! The time its env calls take adds up against the trajectory's wall budget
+//! (`failure.trajectory_wall_s`); running out ends it as a timeout.
 
 use super::{Generation, RolloutParams};
 use crate::prompt::{
     ParsedResponse, Tokenize, TokenizeError, TurnView, build_messages, forced_prefix, map_actions,
     parse_response, turn_views,
 };
-use ragen_gym_core::{Env, Step, StepResult, Trajectory, Turn};
+use ragen_gym_core::{Env, EnvCallError, EpisodeFailure, Step, StepResult, Trajectory, Turn};
+use std::time::{Duration, Instant};
 
 /// Where an episode stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,8 +24,14 @@ pub(super) enum Status {
     },
     /// The action budget (`max_actions_per_traj`) is spent without the env being done.
     BudgetSpent,
-    /// Ended early by the host: a failed reset or step, or a prompt over `max_model_len`.
-    Failed(String),
+    /// Ended early by the host: a failed reset or step, the wall budget spent (with the class of
+    /// the env-side failure), or a prompt over `max_model_len` (without one).
+    Failed {
+        /// What happened.
+        reason: String,
+        /// The env-side failure, if it was one.
+        failure: Option<EpisodeFailure>,
+    },
 }
 
 /// One env's trajectory in progress.
@@ -35,6 +44,8 @@ pub(super) struct Episode {
     num_actions: usize,
     penalty: f64,
     status: Status,
+    /// Time spent in the env's calls so far.
+    env_time: Duration,
 }
 
 impl Episode {
@@ -48,6 +59,7 @@ impl Episode {
             num_actions: 0,
             penalty: 0.0,
             status: Status::Running,
+            env_time: Duration::ZERO,
         }
     }
 
@@ -57,10 +69,40 @@ impl Episode {
     }
 
     /// Reset `env` with the episode's seed; a failure ends the episode.
-    pub(super) fn reset(&mut self, env: &mut dyn Env) {
-        match env.reset(self.seed) {
+    pub(super) fn reset(&mut self, env: &mut dyn Env, p: &RolloutParams) {
+        let t = Instant::now();
+        let r = env.reset(self.seed);
+        match r {
             Ok(r) => self.state = r.observation,
-            Err(e) => self.status = Status::Failed(format!("reset failed: {e}")),
+            Err(e) => self.fail("reset failed", &e),
+        }
+        self.charge(t, p);
+    }
+
+    /// End the episode with a failed env call.
+    fn fail(&mut self, what: &str, e: &EnvCallError) {
+        self.status = Status::Failed {
+            reason: format!("{what}: {e}"),
+            failure: Some(EpisodeFailure::of(e)),
+        };
+    }
+
+    /// Add the time since `start` to the env's time; past the wall budget, the episode ends.
+    fn charge(&mut self, start: Instant, p: &RolloutParams) {
+        self.env_time += start.elapsed();
+        if let Some(budget) = p.trajectory_wall_budget
+            && self.env_time > budget
+            && self.is_running()
+        {
+            self.status = Status::Failed {
+                reason: format!(
+                    "wall budget exceeded: the env's calls took {:.3} s, over \
+                     failure.trajectory_wall_s = {}",
+                    self.env_time.as_secs_f64(),
+                    budget.as_secs_f64()
+                ),
+                failure: Some(EpisodeFailure::Timeout),
+            };
         }
     }
 
@@ -83,11 +125,14 @@ impl Episode {
         let messages = build_messages(&p.prompt, &views);
         let ids = tokenizer.encode_prompt(&messages, forced_prefix(p.prompt.enable_think))?;
         if ids.len() > p.max_model_len {
-            self.status = Status::Failed(format!(
-                "prompt of {} tokens exceeds max_model_len {}",
-                ids.len(),
-                p.max_model_len
-            ));
+            self.status = Status::Failed {
+                reason: format!(
+                    "prompt of {} tokens exceeds max_model_len {}",
+                    ids.len(),
+                    p.max_model_len
+                ),
+                failure: None,
+            };
             return Ok(None);
         }
         Ok(Some(ids))
@@ -125,7 +170,10 @@ impl Episode {
             sampled: generation.trace,
         };
         for action in valid.into_iter().take(budget) {
-            if !self.step(env, action, &mut turn) {
+            let t = Instant::now();
+            let more = self.step(env, action, &mut turn);
+            self.charge(t, p);
+            if !more || !self.is_running() {
                 break;
             }
         }
@@ -153,7 +201,7 @@ impl Episode {
                     action,
                     outcome: Err(e.to_string()),
                 });
-                self.status = Status::Failed(format!("step failed: {e}"));
+                self.fail("step failed", &e);
                 false
             }
         }
@@ -163,11 +211,11 @@ impl Episode {
     /// env is `terminated`, and `truncated` unless it succeeded; a spent budget is both; turns
     /// running out or a failure is `truncated` only.
     pub(super) fn into_trajectory(self, env_id: &str, tag: &str) -> Trajectory {
-        let (terminated, truncated, success, end_reason) = match self.status {
-            Status::Finished { success } => (true, !success, success, None),
-            Status::BudgetSpent => (true, true, false, None),
-            Status::Running => (false, true, false, None),
-            Status::Failed(reason) => (false, true, false, Some(reason)),
+        let (terminated, truncated, success, end_reason, failure) = match self.status {
+            Status::Finished { success } => (true, !success, success, None, None),
+            Status::BudgetSpent => (true, true, false, None, None),
+            Status::Running => (false, true, false, None, None),
+            Status::Failed { reason, failure } => (false, true, false, Some(reason), failure),
         };
         Trajectory {
             env_id: env_id.to_string(),
@@ -183,6 +231,7 @@ impl Episode {
             penalty: self.penalty,
             extra_reward: 0.0,
             end_reason,
+            failure,
         }
     }
 }

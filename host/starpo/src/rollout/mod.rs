@@ -55,6 +55,9 @@ pub struct RolloutParams {
     pub sampling: GenerationParams,
     /// Metric tag.
     pub tag: String,
+    /// The most time one trajectory's env calls may take (`failure.trajectory_wall_s`; `None`:
+    /// no limit); past it the trajectory ends as a timeout.
+    pub trajectory_wall_budget: Option<std::time::Duration>,
 }
 
 impl RolloutParams {
@@ -78,6 +81,7 @@ impl RolloutParams {
                 stop_at_answer: cfg.rollout.stop_at_answer,
             },
             tag: cfg.env_tag(spec),
+            trajectory_wall_budget: cfg.failure.trajectory_wall_budget(),
         }
     }
 }
@@ -113,7 +117,7 @@ pub fn rollout(
         .zip(seeds)
         .map(|(env, &(group, seed))| (env, Episode::new(group, seed)))
         .collect();
-    run_parallel(&mut eps, |(env, ep)| ep.reset(env.as_mut()));
+    run_parallel(&mut eps, |(env, ep)| ep.reset(env.as_mut(), p));
     for turn in 0..p.max_turn {
         let (active, prompts) = prompts(&mut eps, generator.tokenizer(), p)?;
         if active.is_empty() {
@@ -212,6 +216,7 @@ mod tests {
                 stop_at_answer: false,
             },
             tag: "Counter".into(),
+            trajectory_wall_budget: None,
         }
     }
 

@@ -1,18 +1,20 @@
-//! One iteration's data: roll out the train groups, score the trajectories (env rewards, format
-//! penalty, reward functions, normalisation) and keep the StarPO-S groups, as training samples
-//! with the rollout's metrics.
+//! One iteration's data: roll out the train groups (with the failure policy: retries, dropped
+//! groups, or a stop), score the trajectories (env rewards, format penalty, reward functions,
+//! normalisation) and keep the StarPO-S groups, as training samples with the rollout's metrics.
 
 use super::Trainer;
 use crate::batch::{TrainSample, build_batch};
 use crate::error::TrainError;
 use crate::events::{Emitter as Events, Phase, Split, TrainEvent};
+use crate::failure_policy::{enforce, excluded_groups};
 use crate::filter::{FilterParams, filter_groups};
 use crate::metrics::{Metrics, add_stats, rollout_metrics, sandbox_metrics};
 use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer, prefix_cache};
 use crate::prompt::OriginCounts;
-use crate::rewards::{apply_reward_functions, training_scores};
+use crate::rewards::{apply_reward_functions, raw_scores, training_scores};
 use crate::rollout::{RolloutParams, RolloutProgress, rollout};
-use crate::seeds::{rollout_sampler_seed, train_reset_base, train_seeds};
+use crate::seeds::{retry_sampler_seed, rollout_sampler_seed, train_reset_base, train_seeds};
+use std::collections::BTreeSet;
 use ragen_gym_core::Trajectory;
 use ragen_gym_policy as pol;
 use std::time::Instant;
@@ -24,7 +26,7 @@ impl Trainer {
         it: u32,
         ev: &mut Events<'_>,
     ) -> Result<(Vec<TrainSample>, Metrics), TrainError> {
-        let (mut trajs, p, mut m) = self.roll_out(it, ev)?;
+        let (mut trajs, p, dropped, mut m) = self.roll_out(it, ev)?;
         let cfg = &self.cfg;
         let group_size = cfg.es_manager.train.group_size;
         apply_reward_functions(&mut self.reward_functions, &mut trajs, &mut m);
@@ -35,8 +37,11 @@ impl Trainer {
             trajectories: &trajs,
         });
         ev.check()?;
-        let scores = training_scores(cfg, &trajs, &mut m);
-        let kept = filter_groups(&scores, group_size, &FilterParams::from_config(cfg));
+        let raw = raw_scores(cfg, &trajs);
+        let excluded = excluded_groups(&trajs, &raw, &dropped, &mut m);
+        let scores = training_scores(cfg, &trajs, &excluded, &mut m);
+        let filter = FilterParams::from_config(cfg);
+        let kept = filter_groups(&scores, group_size, &excluded, &filter);
         m.extend(kept.metrics);
         let (samples, lens) = build_batch(
             &PolicyTokenizer(self.models.policy.tokenizer()),
@@ -52,14 +57,19 @@ impl Trainer {
         Ok((samples, m))
     }
 
-    /// The train groups' rollout of iteration `it` (its seeds from the rollout index, Online-k),
-    /// its settings, and the metrics of sampling: `timing_s/gen`, prefix sharing, constrained
-    /// decoding and the `sandbox/*` counters of the rollout.
+    /// The train groups' rollout of iteration `it` (its seeds from the rollout index, Online-k)
+    /// under the failure policy, its settings, the groups dropped for failures, and the metrics
+    /// of sampling: `timing_s/gen`, prefix sharing, constrained decoding and the `sandbox/*`
+    /// counters of the rollout (its retries included).
+    #[expect(
+        clippy::type_complexity,
+        reason = "the one caller destructures it at once"
+    )]
     fn roll_out(
         &mut self,
         it: u32,
         ev: &mut Events<'_>,
-    ) -> Result<(Vec<Trajectory>, RolloutParams, Metrics), TrainError> {
+    ) -> Result<(Vec<Trajectory>, RolloutParams, BTreeSet<usize>, Metrics), TrainError> {
         let cfg = &self.cfg;
         let g = cfg.es_manager.train;
         let rollout_index = u64::from((it - 1) / cfg.trainer.online_k);
@@ -68,6 +78,7 @@ impl Trainer {
         let sampler_seed = rollout_sampler_seed(cfg.seed.sampler, rollout_index);
         let spec = self.train_pool.spec();
         let p = RolloutParams::from_config(cfg, spec, cfg.rollout.temperature, sampler_seed);
+        let env_id = spec.id.clone();
         let t = Instant::now();
         ev.phase(it, Phase::Rollout, seeds.len());
         let mut generator = PolicyGenerator {
@@ -77,13 +88,22 @@ impl Trainer {
             prefix_cache: prefix_cache(cfg),
         };
         let before = self.train_pool.stats();
-        let trajs = {
+        let mut trajs = {
             let mut progress = ev.progress(it, Phase::Rollout);
             let on_turn = &mut |pr: RolloutProgress| progress(pr.generated);
             rollout(&mut self.train_pool, &seeds, &mut generator, &p, on_turn)?
         };
         ev.check()?;
+        let pool = &mut self.train_pool;
+        let mut again = |members: &[usize], attempt: u32| -> Result<_, TrainError> {
+            let mut q = p.clone();
+            q.sampling.seed = retry_sampler_seed(p.sampling.seed, attempt);
+            let retry_seeds: Vec<(usize, u64)> = members.iter().map(|&i| seeds[i]).collect();
+            Ok(rollout(pool, &retry_seeds, &mut generator, &q, &mut |_| {})?)
+        };
+        let (dropped, tally) = enforce(&cfg.failure, &mut trajs, &env_id, it, &mut again)?;
         let mut m = sandbox_metrics(&self.train_pool.stats().since(&before));
+        m.extend(tally.metrics());
         m.insert("timing_s/gen".into(), t.elapsed().as_secs_f64());
         if let Some(st) = generator.prefix_cache.as_ref().map(pol::PrefixCache::stats) {
             // Share of prompt tokens that went through the model (1 without prefix sharing).
@@ -104,6 +124,6 @@ impl Trainer {
             m.insert("rollout/constrained_token_frac".into(), choice);
             m.insert("rollout/forced_token_frac".into(), forced);
         }
-        Ok((trajs, p, m))
+        Ok((trajs, p, dropped, m))
     }
 }
