@@ -16,6 +16,7 @@ mod replay;
 mod sandbox_hostile;
 mod scoring_from_update;
 mod servers;
+mod shared_prefix;
 mod starpo;
 mod webshop;
 mod webshop_soak;

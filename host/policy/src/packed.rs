@@ -73,10 +73,7 @@ impl LlamaModel {
         }
         // A token at position p attends to p + 1 keys (its chain and itself).
         let pairs: u64 = positions.iter().map(|&p| u64::from(p) + 1).sum();
-        crate::flops::add(
-            self.records_graph(),
-            crate::flops::layer_flops_pairs(cfg, n as u64, pairs),
-        );
+        crate::flops::add_layers(cfg, n as u64, pairs, self.training());
         let last: Vec<u32> = want
             .iter()
             .map(|&s| (spans[s].t0 + spans[s].n - 1) as u32)

@@ -32,6 +32,8 @@ pub mod metrics;
 #[cfg(feature = "trainer")]
 pub mod models;
 #[cfg(feature = "trainer")]
+pub mod passes;
+#[cfg(feature = "trainer")]
 pub mod policy_adapter;
 pub mod prompt;
 pub mod pyfloat;

@@ -114,6 +114,11 @@ impl Trainer {
         &self.info
     }
 
+    /// The policy's model hyper-parameters.
+    pub fn model_config(&self) -> &pol::ModelConfig {
+        self.models.policy.model().config()
+    }
+
     /// Train until `trainer.total_training_steps`, reporting every event to `reporter`.
     pub fn train(&mut self, reporter: &mut dyn Reporter) -> Result<(), TrainError> {
         let mut ev = Events::new(reporter);

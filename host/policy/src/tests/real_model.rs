@@ -166,6 +166,44 @@ fn teacher_forced_logprobs_with_and_without_prefix_sharing_agree() {
     assert!(st.prefilled_tokens * 5 < st.prompt_tokens, "{st:?}");
 }
 
+/// Shared-prefix training (`shared_prefix.rs`) on the real model: Bandit's update shape, two
+/// groups (arm orders) of three members whose responses share the prompt and, some, their first
+/// tokens; log-probs, entropy, values, the loss and every LoRA gradient of the policy and the
+/// critic agree with the per-sequence path within 1e-4. About a minute on 2 cores.
+#[test]
+fn shared_prefix_training_equals_the_per_sequence_path_on_the_default_model() {
+    let m = loaded();
+    let tok = &m.tokenizer;
+    let answers = [" Dragon </answer>", " Phoenix </answer>", " Dragon"];
+    let seqs: Vec<(Vec<u32>, Vec<u8>)> = (0..6)
+        .map(|i| {
+            let prompt = match i / 3 {
+                0 => bandit_prompt(tok, "Dragon", "Phoenix"),
+                _ => bandit_prompt(tok, "Phoenix", "Dragon"),
+            };
+            let mut ids = prompt.clone();
+            ids.extend(tok.encode(answers[i % 3]).unwrap());
+            let mask = (0..ids.len())
+                .map(|j| u8::from(j >= prompt.len()))
+                .collect();
+            (ids, mask)
+        })
+        .collect();
+    let batch = TokenBatch::right_padded(&seqs, tok.im_end_id()).unwrap();
+    let tree = crate::shared_prefix::PrefixTree::new(&batch);
+    assert!(tree.len() * 2 < batch.num_tokens(), "{} nodes", tree.len());
+    let policy = Policy::new(&m, Trainable::Lora(LoraConfig::default()), 1).unwrap();
+    set_lora_b(&policy, |i| ((i % 5) as f32 - 2.0) * 1e-3);
+    let critic = Critic::new(&m, Trainable::Lora(LoraConfig::default()), 2).unwrap();
+    super::shared_prefix::assert_shared_equals_padded(
+        policy.model(),
+        Some(&critic),
+        policy.params(),
+        &batch,
+        1e-4,
+    );
+}
+
 #[test]
 fn tokenizer_matches_the_hugging_face_chatml_ids_and_round_trips() {
     let m = loaded();
