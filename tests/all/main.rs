@@ -18,5 +18,6 @@ mod scoring_from_update;
 mod servers;
 mod shared_prefix;
 mod starpo;
+mod variance;
 mod webshop;
 mod webshop_soak;
