@@ -336,7 +336,7 @@ mod tests {
             })
             .collect();
         let mut means = Means::default();
-        let passes: Vec<Pass<'_>> = vec![vec![&[0]], vec![&[1]]];
+        let passes: Vec<Pass<'_>> = vec![vec![&[0][..]], vec![&[1][..]]];
         let (grads, loss) = accumulate(&params, &passes, 2, |pass| {
             let lp = logp[pass[0][0]].as_tensor();
             let ones = Tensor::ones(lp.dims1()?, DType::F32, &dev)?;
