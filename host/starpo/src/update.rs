@@ -91,10 +91,6 @@ pub fn accumulate(
 /// One optimiser step over a mini-batch: the gradients of [`accumulate`], their global norm
 /// clipped to `grad_clip`, then, when the norm is finite, one step of `opt` with `lr`. Returns
 /// the norm before clipping.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the optimiser, its rate and clip, and the passes with their weighting"
-)]
 pub fn accumulate_and_step(
     params: &[pol::NamedParam],
     opt: &mut pol::AdamW,
