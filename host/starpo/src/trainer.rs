@@ -19,7 +19,7 @@ use crate::rollout::{EnvFactory, EnvPool};
 use crate::run_dir::{RunDir, RunInfo, TrainerState};
 use crate::seeds::validation_sampler_seed;
 use crate::update::{actor_micro_batches, update};
-use crate::validate::evaluate;
+use crate::validation::evaluate;
 use ragen_gym_core::RewardFunction;
 use ragen_gym_policy as pol;
 use std::path::{Path, PathBuf};
@@ -128,7 +128,7 @@ impl Trainer {
         ev.check()?;
         if self.iteration == 0 && self.cfg.trainer.val_before_train {
             let mut m = Metrics::new();
-            self.validate(0, &mut m, &mut ev)?;
+            self.run_validation(0, &mut m, &mut ev)?;
             ev.emit(TrainEvent::Metrics {
                 iteration: 0,
                 metrics: &m,
@@ -142,7 +142,7 @@ impl Trainer {
             let last = it == total;
             let tf = self.cfg.trainer.test_freq;
             if last || (tf > 0 && it.is_multiple_of(tf)) {
-                self.validate(it, &mut m, &mut ev)?;
+                self.run_validation(it, &mut m, &mut ev)?;
             }
             self.iteration = it;
             let sf = self.cfg.trainer.save_freq;
@@ -222,7 +222,7 @@ impl Trainer {
     }
 
     /// The validation protocol; its `val-env/*` metrics and `timing_s/testing` go into `m`.
-    fn validate(
+    fn run_validation(
         &mut self,
         it: u32,
         m: &mut Metrics,

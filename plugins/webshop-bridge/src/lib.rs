@@ -30,7 +30,7 @@
 pub mod config;
 pub mod env;
 #[cfg(test)]
-mod fuzz_tests;
+mod proptests;
 pub mod guest;
 pub mod protocol;
 
