@@ -29,9 +29,9 @@
 
 pub mod config;
 pub mod env;
+pub mod guest;
 #[cfg(test)]
 mod proptests;
-pub mod guest;
 pub mod protocol;
 
 pub use config::{BridgeConfig, Split};
