@@ -234,9 +234,11 @@ impl LlamaModel {
         self.gradient_checkpointing
     }
 
-    /// Whether sampling may use the packed forward over cached segments ([`crate::packed`]):
-    /// the fused kernels on the CPU in f32.
-    pub(crate) fn packs(&self) -> bool {
+    /// Whether [`crate::sample_cached`] can share prompt prefixes with this model: its packed
+    /// forward over cached segments ([`crate::packed`]) needs the fused kernels on the CPU in f32
+    /// (not a CUDA device, not a bf16 compute dtype). Callers decide on prefix sharing with it
+    /// once, before they make a [`crate::PrefixCache`].
+    pub fn shares_prefixes(&self) -> bool {
         self.fused
             && self.dtype == DType::F32
             && ops::fusable(&self.embed_tokens)
