@@ -34,7 +34,6 @@
 pub mod catalog;
 pub mod env;
 pub mod error;
-pub mod token_set_ratio;
 pub mod reward;
 #[cfg(test)]
 mod route_proptests;
@@ -42,11 +41,12 @@ pub mod search;
 pub mod server;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod token_set_ratio;
 
 pub use catalog::{Catalog, EMBEDDED_CATALOG, Goal, OptionGroup, Product};
 pub use env::{AvailableActions, Page, ShopEnv, StepOutcome, SubPage, parse_action};
 pub use error::WebShopError;
-pub use token_set_ratio::token_set_ratio;
 pub use reward::{RewardBreakdown, normalize_color, reward};
 pub use search::SearchIndex;
 pub use server::{RouteResponse, SessionLimits, Shop, WebShopServer};
+pub use token_set_ratio::token_set_ratio;
