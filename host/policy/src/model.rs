@@ -252,13 +252,15 @@ impl LlamaModel {
     /// Whether [`crate::score`], [`crate::Critic::values`] and [`crate::hidden_states`] compute
     /// each distinct prefix of a batch once: when switched on, on the fused CPU kernels in f32,
     /// without activation checkpointing (which keeps the padded path's memory bound).
-    pub fn shares_prefixes(&self) -> bool {
-        self.shared_prefixes && self.packs() && !self.gradient_checkpointing
+    pub fn shares_training_prefixes(&self) -> bool {
+        self.shared_prefixes && self.shares_prefixes() && !self.gradient_checkpointing
     }
 
-    /// Whether sampling may use the packed forward over cached segments ([`crate::packed`]):
-    /// the fused kernels on the CPU in f32.
-    pub(crate) fn packs(&self) -> bool {
+    /// Whether [`crate::sample_cached`] can share prompt prefixes with this model: its packed
+    /// forward over cached segments ([`crate::packed`]) needs the fused kernels on the CPU in f32
+    /// (not a CUDA device, not a bf16 compute dtype). Callers decide on prefix sharing with it
+    /// once, before they make a [`crate::PrefixCache`].
+    pub fn shares_prefixes(&self) -> bool {
         self.fused
             && self.dtype == DType::F32
             && ops::fusable(&self.embed_tokens)

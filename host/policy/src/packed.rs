@@ -1,10 +1,10 @@
 //! The packed forward for sampling with cached segments ([`crate::prefix_cache`]; prefix sharing
-//! in `docs/benchmarks.md`, "`bench iteration`"): the new tokens of every sequence in one `[N, D]`
-//! matrix (no padding: a prompt continuation of 200 tokens and a decode step of 1 ride together),
-//! each token at its own absolute position, each sequence reading its chain of cached segments in
-//! place ([`crate::ops::chain_attention`]). The new keys and values are appended to each
-//! sequence's own segment, whose room was reserved up front, so decoding never copies the cache.
-//! Fused CPU kernels in f32 only ([`LlamaModel::packs`]); no autograd.
+//! in `docs/ragen-semantics.md`, "Prefix sharing in rollouts"): the new tokens of every sequence in
+//! one `[N, D]` matrix (no padding: a prompt continuation of 200 tokens and a decode step of 1 ride
+//! together), each token at its own absolute position, each sequence reading its chain of cached
+//! segments in place ([`crate::ops::chain_attention`]). The new keys and values are appended to
+//! each sequence's own segment, whose room was reserved up front, so decoding never copies the
+//! cache. Fused CPU kernels in f32 only ([`LlamaModel::shares_prefixes`]); no autograd.
 
 use std::sync::Arc;
 

@@ -269,7 +269,7 @@ pub fn hidden_states(model: &LlamaModel, batch: &TokenBatch) -> Result<Tensor> {
 }
 
 /// The final hidden states of a batch as rows of one `[M, D]` matrix: the padded `[B·T, D]`, or
-/// one row per node of the batch's prefix tree ([`LlamaModel::shares_prefixes`]).
+/// one row per node of the batch's prefix tree ([`LlamaModel::shares_training_prefixes`]).
 pub(crate) struct HiddenRows {
     /// `[M, D]` f32.
     pub(crate) rows: Tensor,
@@ -282,7 +282,7 @@ impl HiddenRows {
     /// The hidden states of `batch` under `model`, shared where the model shares prefixes.
     pub(crate) fn of(model: &LlamaModel, batch: &TokenBatch) -> Result<Self> {
         let t = batch.seq_len();
-        if model.shares_prefixes() {
+        if model.shares_training_prefixes() {
             batch.validate()?;
             let tree = PrefixTree::new(batch);
             let rows = model.forward_shared(&tree)?;
@@ -331,7 +331,7 @@ impl HiddenRows {
 /// The lm_head is applied only at the N positions whose next token is scored ([N, D] -> [N, V]),
 /// and results are scattered back to [B, T-1] with a differentiable `index_add`.
 /// Log-softmax and entropy subtract a detached max (as torch's `log_softmax` does; verl `torch_functional.py::entropy_from_logits`).
-/// Where the model shares prefixes ([`LlamaModel::shares_prefixes`]), each distinct prefix of the
+/// Where the model shares prefixes ([`LlamaModel::shares_training_prefixes`]), each distinct prefix of the
 /// batch is computed once ([`crate::shared_prefix`]); the scores are the same.
 ///
 /// # Errors

@@ -3,7 +3,7 @@
 //! once; each layer's attention gathers the queries and keys of the tree's segments into a few
 //! dense calls of the fused kernel ([`ops::attention`]) and scatters the outputs back. Gathers are
 //! `index_select`s, so the backward sums the key and value gradients of a shared node over every
-//! segment that read it. Fused CPU kernels in f32 ([`LlamaModel::shares_prefixes`]).
+//! segment that read it. Fused CPU kernels in f32 ([`LlamaModel::shares_training_prefixes`]).
 
 use std::sync::Arc;
 

@@ -46,9 +46,9 @@ fn greedy_answer_to_two_plus_three_contains_five_and_logprobs_match_the_scorer()
     }
 }
 
-/// Prefix caching (`docs/benchmarks.md`, "`bench iteration`") on the real model: groups of
-/// identical prompts sampled at temperature 1 give the tokens of the padded sampler, log-probs
-/// within 1e-4.
+/// Prefix caching (`docs/ragen-semantics.md`, "Prefix sharing in rollouts") on the real model:
+/// groups of identical prompts sampled at temperature 1 give the tokens of the padded sampler,
+/// log-probs within 1e-4.
 #[test]
 fn cached_sampling_gives_the_tokens_of_padded_sampling() {
     let m = loaded();
@@ -114,9 +114,9 @@ fn bandit_prompt(tok: &Tokenizer, first: &str, second: &str) -> Vec<u32> {
     ids
 }
 
-/// Prefix sharing (`docs/benchmarks.md`, "`bench iteration`") on the real model, by teacher
-/// forcing: the tokens the padded sampler drew at temperature 1 for 8 Bandit-shaped prompts (two
-/// arm orders, so the rows share a start across groups), then a second turn continuing each
+/// Prefix sharing (`docs/ragen-semantics.md`, "Prefix sharing in rollouts") on the real model, by
+/// teacher forcing: the tokens the padded sampler drew at temperature 1 for 8 Bandit-shaped prompts
+/// (two arm orders, so the rows share a start across groups), then a second turn continuing each
 /// row's history, fed through the padded sampler's model side and through the cached one. The
 /// per-token log-probs agree within 1e-4: the two paths compute the same distributions, and a
 /// sampled token can differ only where the uniform draw falls within that rounding of a boundary

@@ -47,7 +47,7 @@ pub(crate) fn assert_shared_equals_padded(
     batch: &TokenBatch,
     tol: f32,
 ) {
-    assert!(model.shares_prefixes());
+    assert!(model.shares_training_prefixes());
     let run = |on: bool| {
         let m = model.with_shared_prefixes(on);
         let s = score(&m, batch).unwrap();
