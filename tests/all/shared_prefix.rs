@@ -3,32 +3,20 @@
 //! `micro_batch_size` weighting), for GAE and GRPO, full fine-tuning and LoRA, micro-batches of
 //! 1 and 2. The samples share their prompt, as a group's members do.
 
-use crate::scoring_from_update::{max_abs_diff, one_update, same_metrics, sample};
+use crate::scoring_from_update::{
+    four_samples, lora_rank4, max_abs_diff, one_update, same_metrics,
+};
 use ragen_gym_policy as pol;
 use ragen_gym_starpo::Config;
 use ragen_gym_starpo::advantages::ScoringPasses;
-use ragen_gym_starpo::batch::TrainSample;
 use ragen_gym_starpo::config::AdvEstimator;
 
 #[test]
 fn passes_of_several_micro_batches_give_the_gradients_of_one_pass_each() {
     let dir = tempfile::tempdir().unwrap();
     let tok = pol::load_tokenizer(&crate::learning::tiny_model(dir.path(), 9)).unwrap();
-    let samples: Vec<TrainSample> = [
-        "<answer>Left</answer>",
-        "<answer>Right</answer>",
-        "no",
-        "<answer>Left || Right</answer>",
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, a)| sample(&tok, a, [1.0, 0.0, -0.1, 0.5][i], i))
-    .collect();
-    let lora = pol::Trainable::Lora(pol::LoraConfig {
-        rank: 4,
-        alpha: 8.0,
-        ..pol::LoraConfig::default()
-    });
+    let samples = four_samples(&tok);
+    let lora = lora_rank4();
     for (estimator, trainable, micro) in [
         (AdvEstimator::Gae, pol::Trainable::Full, 1),
         (AdvEstimator::Gae, lora.clone(), 2),
