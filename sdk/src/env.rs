@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::manifest::{Capabilities, Limits};
+use crate::manifest::{Capabilities, Limits, ManifestParts, Package};
 use crate::types::{EnvError, EnvSpec, ResetResult, StepResult};
 
 /// A Gymnasium-style text environment.
@@ -61,4 +61,18 @@ pub trait Environment: Sized + 'static {
     /// # Errors
     /// [`EnvError::NotReady`] before `reset` or after the episode ended.
     fn step(&mut self, action: &str) -> Result<StepResult, EnvError>;
+}
+
+impl ManifestParts {
+    /// The manifest of an environment plugin (what [`export_env!`](crate::export_env) embeds).
+    pub const fn env<T: Environment + Package>() -> Self {
+        Self {
+            id: T::ID,
+            version: T::VERSION,
+            kind: "environment",
+            description: T::DESCRIPTION,
+            capabilities: T::CAPABILITIES,
+            limits: T::LIMITS,
+        }
+    }
 }

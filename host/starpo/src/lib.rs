@@ -5,7 +5,7 @@
 //! [`rewards`] (reward functions, score normalisation), [`failure_policy`] (failing plugins),
 //! [`filter`] (StarPO-S), [`batch`]
 //! (training sequences and masks), [`advantages`] (log-probs, GAE / GRPO), [`losses`] and
-//! [`update`] (PPO), [`validate`]; [`trainer`] runs them and emits [`events`]. Semantics follow
+//! [`update`] (PPO), [`validation`]; [`trainer`] runs them and emits [`events`]. Semantics follow
 //! RAGEN v1 (arXiv 2504.20073), summarised in `docs/ragen-semantics.md`.
 //!
 //! The `trainer` feature (default) adds everything that needs the candle policy; the rest
@@ -34,6 +34,8 @@ pub mod metrics;
 #[cfg(feature = "trainer")]
 pub mod models;
 #[cfg(feature = "trainer")]
+pub mod passes;
+#[cfg(feature = "trainer")]
 pub mod policy_adapter;
 pub mod prompt;
 #[cfg(test)]
@@ -51,7 +53,7 @@ pub mod trainer;
 #[cfg(feature = "trainer")]
 pub mod update;
 #[cfg(feature = "trainer")]
-pub mod validate;
+pub mod validation;
 
 #[cfg(feature = "trainer")]
 pub use action_constraint::action_constraint;
@@ -71,4 +73,4 @@ pub use run_dir::{RunDir, RunInfo, TrainerState};
 #[cfg(feature = "trainer")]
 pub use trainer::{TrainSetup, Trainer};
 #[cfg(feature = "trainer")]
-pub use validate::{EvalResult, evaluate, evaluate_with};
+pub use validation::{EvalResult, evaluate, evaluate_with};

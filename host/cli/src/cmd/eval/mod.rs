@@ -198,6 +198,20 @@ fn random_episode(
     Ok(())
 }
 
+/// The random policy's success rate over one episode per seed in `seeds` (e.g. a run's
+/// validation seeds), each played as `eval --policy random --seed SEED` plays its first episode.
+///
+/// # Errors
+/// As [`random_episode`].
+pub(crate) fn random_success_rate(env: &mut dyn Env, seeds: &[u64]) -> anyhow::Result<f64> {
+    let spec = env.spec().clone();
+    let mut tally = Tally::default();
+    for &seed in seeds {
+        random_episode(env, &spec, 0, seed, &mut tally)?;
+    }
+    Ok(f64::from(tally.successes) / seeds.len().max(1) as f64)
+}
+
 /// Print success rate, mean return and env steps per second (JSON with `--json`).
 fn print_tally(args: &Args, spec: &EnvSpec, tally: &Tally) -> anyhow::Result<()> {
     let n = f64::from(args.episodes.max(1));
