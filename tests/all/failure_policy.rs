@@ -40,7 +40,12 @@ fn train(model: &Path, env: &str, run_dir: &Path, sets: &[&str]) -> Outcome {
         args.extend(["--set", s]);
     }
     let out = run_watched(&args, &[], Duration::from_secs(120), 1024);
-    assert!(out.killed.is_none(), "killed for {:?}: {}", out.killed, out.stderr);
+    assert!(
+        out.killed.is_none(),
+        "killed for {:?}: {}",
+        out.killed,
+        out.stderr
+    );
     assert!(
         out.peak_rss_mib < 512.0,
         "peak RSS {} MiB: {}",
@@ -64,7 +69,10 @@ fn counters(run_dir: &Path) -> Vec<[f64; 5]> {
                 "sandbox/dropped_groups",
                 "rollout/excluded_groups",
             ]
-            .map(|k| v[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {v}")))
+            .map(|k| {
+                v[k].as_f64()
+                    .unwrap_or_else(|| panic!("{k} missing in {v}"))
+            })
         })
         .collect()
 }
@@ -145,11 +153,14 @@ fn a_trajectory_over_its_wall_budget_ends_as_a_timeout() {
     );
     assert_eq!(out.code, Some(13), "{}", out.stderr);
     assert!(
-        out.stderr.contains("failed 8 of 8 training trajectories in iteration 1")
-            && out.stderr.contains(
-                "wall budget exceeded: the env's calls took"
-            )
-            && out.stderr.contains("over failure.trajectory_wall_s = 0.000000001"),
+        out.stderr
+            .contains("failed 8 of 8 training trajectories in iteration 1")
+            && out
+                .stderr
+                .contains("wall budget exceeded: the env's calls took")
+            && out
+                .stderr
+                .contains("over failure.trajectory_wall_s = 0.000000001"),
         "{}",
         out.stderr
     );

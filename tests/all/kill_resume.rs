@@ -6,7 +6,8 @@
 //! exactly once (metrics.jsonl and TensorBoard), and its final checkpoint must equal, byte for
 //! byte, that of the same run never interrupted (runs are deterministic).
 //!
-//! Cost: about 40 s on 2 cores (22 short `train` processes on a 2-layer model).
+//! Cost: 22 short `train` processes on a 2-layer model: 40 to 71 s on the shared 2-core machine
+//! under a load of 5 to 6.
 
 use crate::child::cli;
 use crate::tiny_model;
@@ -66,7 +67,7 @@ fn fresh_args(model: &Path, run_dir: &Path) -> Vec<String> {
         "es_manager.train.env_groups=4",
         "es_manager.train.group_size=2",
         "es_manager.val.env_groups=4",
-        "actor.ppo_mini_batch_size=4",
+        "actor.ppo_mini_batch_size=2",
     ] {
         a.extend(["--set".into(), s.into()]);
     }
@@ -160,17 +161,44 @@ fn checkpoint_iteration(run_dir: &Path) -> u64 {
     }
 }
 
-/// The metrics of a finished run by iteration, without the wall times.
+/// The metrics of a finished run by iteration, without the wall times and `sandbox/fuel_used`:
+/// the env pool keeps its plugin instances from one iteration to the next, and a fresh instance
+/// pays for its lazy start-up, so an iteration that is the first of its process counts more fuel
+/// (264 units on the Bandit) with the same rollouts.
 fn metrics_without_timings(run_dir: &Path) -> BTreeMap<u64, serde_json::Value> {
     let text = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
     text.lines()
         .map(|l| {
             let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
             let o = v.as_object_mut().unwrap();
-            o.retain(|k, _| !k.starts_with("timing_s/"));
+            o.retain(|k, _| !k.starts_with("timing_s/") && k != "sandbox/fuel_used");
             (o["iteration"].as_u64().unwrap(), v)
         })
         .collect()
+}
+
+/// `(iteration, metric, resumed, uninterrupted)` for every metric the two runs disagree on.
+fn metric_differences(
+    resumed: &BTreeMap<u64, serde_json::Value>,
+    uninterrupted: &BTreeMap<u64, serde_json::Value>,
+) -> Vec<(u64, String, String, String)> {
+    let mut out = Vec::new();
+    for (it, b) in uninterrupted {
+        let null = serde_json::Value::Null;
+        let a = resumed.get(it).unwrap_or(&null);
+        let (ao, bo) = (a.as_object(), b.as_object().unwrap());
+        let keys: std::collections::BTreeSet<&String> = bo
+            .keys()
+            .chain(ao.into_iter().flat_map(|o| o.keys()))
+            .collect();
+        for k in keys {
+            let (x, y) = (&a[k.as_str()], &b[k.as_str()]);
+            if x != y {
+                out.push((*it, k.clone(), x.to_string(), y.to_string()));
+            }
+        }
+    }
+    out
 }
 
 /// Every file of the final checkpoint (weights, adapters, optimiser states, trainer state).
@@ -205,8 +233,12 @@ fn kill_9_at_any_phase_then_resume_gives_the_uninterrupted_run() {
     let killed = dir.path().join("killed");
 
     let t = Instant::now();
-    let (status, _) = spawn(&fresh_args(&model, &reference)).finish();
-    assert!(status.success(), "uninterrupted run failed: {status}");
+    let (status, err) = spawn(&fresh_args(&model, &reference)).finish();
+    assert!(
+        status.success(),
+        "uninterrupted run failed: {status}\n{}",
+        err.join("\n")
+    );
     let uninterrupted = t.elapsed();
 
     let mut rng = 0x9e37_79b9_u64;
@@ -222,7 +254,13 @@ fn kill_9_at_any_phase_then_resume_gives_the_uninterrupted_run() {
         // every other kill lets one iteration finish first, so the run moves on
         let it = (ckpt as u32 + 1 + (k as u32 % 2)).min(ITERATIONS);
         let target = Target::ALL[(next(&mut rng) % 4) as usize];
-        let delay = Duration::from_micros(next(&mut rng) % 20_000);
+        // the metrics write takes well under a millisecond: aim within one
+        let spread = if target == Target::Metrics {
+            1_000
+        } else {
+            20_000
+        };
+        let delay = Duration::from_micros(next(&mut rng) % spread);
         let run = spawn(&args);
         let mut last_line = String::new();
         while let Some((at, line)) = run.next_line() {
@@ -271,12 +309,19 @@ fn kill_9_at_any_phase_then_resume_gives_the_uninterrupted_run() {
             );
         }
         let past = its.iter().filter(|&&i| i > ckpt).count();
-        assert!(past <= 1, "kill {k}: {past} logged iterations past the checkpoint {ckpt}");
+        assert!(
+            past <= 1,
+            "kill {k}: {past} logged iterations past the checkpoint {ckpt}"
+        );
         lost.push(past);
     }
     let t = Instant::now();
-    let (status, _) = spawn(&resume_args(&killed)).finish();
-    assert!(status.success(), "the last resume failed: {status}");
+    let (status, err) = spawn(&resume_args(&killed)).finish();
+    assert!(
+        status.success(),
+        "the last resume failed: {status}\n{}",
+        err.join("\n")
+    );
     let last_resume = t.elapsed();
 
     // each iteration exactly once, in metrics.jsonl and in TensorBoard
@@ -297,14 +342,22 @@ fn kill_9_at_any_phase_then_resume_gives_the_uninterrupted_run() {
         Some(u64::from(ITERATIONS))
     );
     // the same run: every metric but the wall times, and the final checkpoint byte for byte
-    assert_eq!(
-        metrics_without_timings(&killed),
-        metrics_without_timings(&reference)
+    let differences = metric_differences(
+        &metrics_without_timings(&killed),
+        &metrics_without_timings(&reference),
+    );
+    assert!(
+        differences.is_empty(),
+        "resumed vs uninterrupted: {differences:#?}"
     );
     let (a, b) = (checkpoint_files(&killed), checkpoint_files(&reference));
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     for (path, bytes) in &a {
-        assert!(*bytes == b[path], "checkpoint file {} differs", path.display());
+        assert!(
+            *bytes == b[path],
+            "checkpoint file {} differs",
+            path.display()
+        );
     }
     let mean = |d: &[Duration]| d.iter().sum::<Duration>() / d.len().max(1) as u32;
     eprintln!(

@@ -24,17 +24,8 @@ mod variance;
 mod webshop;
 mod webshop_soak;
 
-/// A tiny random Llama (`ModelConfig::tiny`: 2 layers, hidden size 32) with the default model's
-/// tokenizer, written as a Hugging Face directory under `dir`: `train` runs on it in well under a
-/// second per iteration (the kill and failure-policy tests).
+/// A tiny random Llama ([`learning::tiny_model`], seed 7) under `dir`: `train` runs on it in well
+/// under a second per iteration (the kill and failure-policy tests).
 fn tiny_model(dir: &std::path::Path) -> std::path::PathBuf {
-    let mut loaded = ragen_gym_policy::load(&ragen_gym_policy::default_model_path())
-        .expect("default model (run scripts/setup.sh)");
-    let config = ragen_gym_policy::ModelConfig::tiny(loaded.config.vocab_size);
-    loaded.weights =
-        ragen_gym_policy::random_weights(&config, 7, &ragen_gym_policy::Device::Cpu).unwrap();
-    loaded.config = config;
-    let path = dir.join("tiny-model");
-    loaded.save_pretrained(&path).unwrap();
-    path
+    learning::tiny_model(&dir.join("tiny-model"), 7)
 }

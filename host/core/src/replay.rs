@@ -282,6 +282,7 @@ mod tests {
         spec: EnvSpec,
         pos: i64,
         bias: i64,
+        right_reward: f64,
     }
 
     impl Line {
@@ -300,6 +301,7 @@ mod tests {
                 },
                 pos: 0,
                 bias,
+                right_reward: 1.0,
             }
         }
     }
@@ -317,7 +319,7 @@ mod tests {
         }
         fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
             let (d, r) = if action == "Right" {
-                (1, 1.0)
+                (1, self.right_reward)
             } else {
                 (-1, -0.5)
             };
@@ -461,5 +463,49 @@ mod tests {
         assert_eq!(replay_trajectory(&mut Line::new(0), &t).unwrap().steps, 3);
         let d = replay_trajectory(&mut Line::new(1), &t).unwrap_err();
         assert_eq!((d.turn, d.field), (Some(1), "turn observation"));
+    }
+
+    #[test]
+    fn rewards_read_back_from_json_replay_bit_for_bit() {
+        // 17 significant digits: serde_json without its `float_roundtrip` feature read this
+        // reward back one ulp off (941592.937817472), and replay reported a faithful env as
+        // diverged at its first step
+        for reward in [
+            941_592.937_817_471_9,
+            0.1 + 0.2,
+            1e-310,
+            f64::MIN_POSITIVE,
+            -f64::MAX,
+        ] {
+            let mut env = Line::new(0);
+            env.right_reward = reward;
+            let t = record(&mut env, 1, &[&["Right", "Left"], &["Right"]]);
+            let back: Trajectory =
+                serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+            let Ok(step) = &back.turns[1].steps[0].outcome else {
+                panic!("a recorded step failed");
+            };
+            assert_eq!(step.reward.to_bits(), reward.to_bits(), "{reward:?}");
+            let mut env = Line::new(0);
+            env.right_reward = reward;
+            assert_eq!(replay_trajectory(&mut env, &back).unwrap().steps, 3);
+        }
+    }
+
+    #[test]
+    fn every_finite_f64_reads_back_from_json_exactly() {
+        // the whole kind: 200k random bit patterns (all exponents), as `trajectories.jsonl` and
+        // `metrics.jsonl` write them
+        let mut state = 7_u64;
+        let mut checked = 0;
+        while checked < 200_000 {
+            let x = f64::from_bits(crate::splitmix64(&mut state));
+            if !x.is_finite() {
+                continue;
+            }
+            let back: f64 = serde_json::from_str(&serde_json::to_string(&x).unwrap()).unwrap();
+            assert_eq!(back.to_bits(), x.to_bits(), "{x:?} read back as {back:?}");
+            checked += 1;
+        }
     }
 }

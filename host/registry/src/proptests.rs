@@ -34,7 +34,11 @@ fn plugin() -> impl Strategy<Value = LockedPlugin> {
         .prop_map(|(env, reference, d, m, (id, version, interface_version))| {
             let digest = |b: [u8; 32]| Digest::parse(&hex::encode(b)).unwrap();
             LockedPlugin {
-                role: if env { PluginRole::Env } else { PluginRole::Reward },
+                role: if env {
+                    PluginRole::Env
+                } else {
+                    PluginRole::Reward
+                },
                 reference,
                 digest: digest(d),
                 oci_manifest: m.map(digest),

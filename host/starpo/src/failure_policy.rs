@@ -141,6 +141,9 @@ pub fn check(
     Ok(())
 }
 
+/// Rolls out again the trajectories at the given indices (whole groups), for the given attempt.
+pub type RollAgain<'a, E> = dyn FnMut(&[usize], u32) -> Result<Vec<Trajectory>, E> + 'a;
+
 /// Apply the policy to a training rollout's trajectories (laid out group after group): stop the
 /// run when [`check`] says so; under `retry`, roll each group with a failed trajectory out again
 /// with `again(indices of its members, attempt)`, up to `max_retries` times, and put the new
@@ -151,7 +154,7 @@ pub fn enforce<E: From<FailureError>>(
     trajs: &mut [Trajectory],
     env_id: &str,
     iteration: u32,
-    again: &mut dyn FnMut(&[usize], u32) -> Result<Vec<Trajectory>, E>,
+    again: &mut RollAgain<'_, E>,
 ) -> Result<(BTreeSet<usize>, FailureTally), E> {
     let mut tally = FailureTally::default();
     tally.count(trajs);
@@ -257,7 +260,10 @@ mod tests {
             "{e}"
         );
         // 1 never stops a run
-        assert_eq!(check(&cfg(FailurePolicy::Retry, 1.0), &trajs, "x", 4), Ok(()));
+        assert_eq!(
+            check(&cfg(FailurePolicy::Retry, 1.0), &trajs, "x", 4),
+            Ok(())
+        );
         let mut tally = FailureTally::default();
         tally.count(&trajs);
         assert_eq!((tally.traps, tally.timeouts), (2, 3));
@@ -265,9 +271,17 @@ mod tests {
         assert_eq!(tally.metrics()["sandbox/dropped_groups"], 0.0);
     }
 
+    /// The trajectories, the dropped groups, the counters and the re-rollouts asked for.
+    type RetryRun = (
+        Vec<Trajectory>,
+        BTreeSet<usize>,
+        FailureTally,
+        Vec<(Vec<usize>, u32)>,
+    );
+
     /// 4 groups of 2 over the Counter env; the trajectories of seed 99 (group 1) trap while
     /// `fails_left` says so.
-    fn retry_run(cfg: &FailureConfig, fails_left: u32) -> (Vec<Trajectory>, BTreeSet<usize>, FailureTally, Vec<(Vec<usize>, u32)>) {
+    fn retry_run(cfg: &FailureConfig, fails_left: u32) -> RetryRun {
         let outcome = |group: usize, trapped: bool| {
             if trapped {
                 failed(group, 99, EpisodeFailure::Trap)
@@ -310,7 +324,10 @@ mod tests {
         let (_, dropped, tally, calls) = retry_run(&retry, u32::MAX);
         assert_eq!(calls.len(), 2);
         assert_eq!(dropped, BTreeSet::from([1]));
-        assert_eq!((tally.traps, tally.retries, tally.dropped_groups), (6, 2, 1));
+        assert_eq!(
+            (tally.traps, tally.retries, tally.dropped_groups),
+            (6, 2, 1)
+        );
         // drop_group never rolls out again
         let (trajs, dropped, tally, calls) = retry_run(&cfg(FailurePolicy::DropGroup, 0.5), 0);
         assert!(calls.is_empty());

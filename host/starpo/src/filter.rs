@@ -141,7 +141,10 @@ pub fn filter_groups(
     let metrics = Metrics::from([
         ("rollout/in_group_std".to_string(), avg(&counted, |s| s.std)),
         ("rollout/in_group_max".to_string(), avg(&counted, |s| s.max)),
-        ("rollout/in_group_mean".to_string(), avg(&counted, |s| s.mean)),
+        (
+            "rollout/in_group_mean".to_string(),
+            avg(&counted, |s| s.mean),
+        ),
         (
             "rollout/chosen_in_group_std".to_string(),
             avg(&chosen, |s| s.std),
@@ -198,7 +201,12 @@ mod tests {
 
     #[test]
     fn std_rev_and_ratio_one() {
-        let out = filter_groups(&SCORES, 2, &BTreeSet::new(), &params(0.25, FilterType::StdRev));
+        let out = filter_groups(
+            &SCORES,
+            2,
+            &BTreeSet::new(),
+            &params(0.25, FilterType::StdRev),
+        );
         assert_eq!(out.kept_groups, vec![0]);
         let out = filter_groups(&SCORES, 2, &BTreeSet::new(), &params(1.0, FilterType::Std));
         assert_eq!(out.kept_groups, vec![0, 1, 2, 3]);
@@ -214,11 +222,21 @@ mod tests {
             top_p: 0.8,
             include_zero: false,
         };
-        assert_eq!(filter_groups(&SCORES, 2, &BTreeSet::new(), &p).kept_groups, vec![2, 1]);
+        assert_eq!(
+            filter_groups(&SCORES, 2, &BTreeSet::new(), &p).kept_groups,
+            vec![2, 1]
+        );
         let p = FilterParams { top_p: 1.0, ..p };
-        assert_eq!(filter_groups(&SCORES, 2, &BTreeSet::new(), &p).kept_groups, vec![2, 1, 3]);
+        assert_eq!(
+            filter_groups(&SCORES, 2, &BTreeSet::new(), &p).kept_groups,
+            vec![2, 1, 3]
+        );
         let zeros = [1.0, 1.0, 0.0, 0.0];
-        assert!(filter_groups(&zeros, 2, &BTreeSet::new(), &p).kept_groups.is_empty());
+        assert!(
+            filter_groups(&zeros, 2, &BTreeSet::new(), &p)
+                .kept_groups
+                .is_empty()
+        );
     }
 
     #[test]
@@ -227,23 +245,41 @@ mod tests {
         // top-k still keeps int(0.5 * 4) = 2 groups, of the usable ones
         let mut s = SCORES;
         s[7] = f64::NAN;
-        let out = filter_groups(&s, 2, &BTreeSet::from([2, 3]), &params(0.5, FilterType::Std));
+        let out = filter_groups(
+            &s,
+            2,
+            &BTreeSet::from([2, 3]),
+            &params(0.5, FilterType::Std),
+        );
         assert_eq!(out.kept_groups, vec![1, 0]);
         let s2 = std::f64::consts::SQRT_2;
         let m = &out.metrics;
         assert!((m["rollout/in_group_std"] - (0.0 + 1.0 / s2) / 2.0).abs() < 1e-12);
         assert!((m["rollout/in_group_mean"] - (1.0 + 0.5) / 2.0).abs() < 1e-12);
         assert!(m.values().all(|v| v.is_finite()), "{m:?}");
-        let all = filter_groups(&s, 2, &BTreeSet::from([2, 3]), &params(1.0, FilterType::Std));
+        let all = filter_groups(
+            &s,
+            2,
+            &BTreeSet::from([2, 3]),
+            &params(1.0, FilterType::Std),
+        );
         assert_eq!(all.kept_groups, vec![0, 1]);
         let p = FilterParams {
             strategy: FilterStrategy::TopP,
             top_p: 1.0,
             ..params(1.0, FilterType::Std)
         };
-        assert_eq!(filter_groups(&s, 2, &BTreeSet::from([2, 3]), &p).kept_groups, vec![1]);
+        assert_eq!(
+            filter_groups(&s, 2, &BTreeSet::from([2, 3]), &p).kept_groups,
+            vec![1]
+        );
         // nothing usable: nothing kept, and the statistics are 0, not NaN
-        let none = filter_groups(&s, 2, &BTreeSet::from([0, 1, 2, 3]), &params(0.5, FilterType::Std));
+        let none = filter_groups(
+            &s,
+            2,
+            &BTreeSet::from([0, 1, 2, 3]),
+            &params(0.5, FilterType::Std),
+        );
         assert!(none.kept_groups.is_empty());
         assert_eq!(none.metrics["rollout/in_group_std"], 0.0);
     }
@@ -259,7 +295,12 @@ mod tests {
         assert_eq!(out.all[1].std, 0.0);
         assert_eq!(out.all[1].mean, 10.7);
         assert_eq!(out.kept_groups, vec![2, 0]);
-        let out = filter_groups(&s, 8, &BTreeSet::new(), &params(1.0 / 3.0, FilterType::StdRev));
+        let out = filter_groups(
+            &s,
+            8,
+            &BTreeSet::new(),
+            &params(1.0 / 3.0, FilterType::StdRev),
+        );
         assert_eq!(out.kept_groups, vec![0]);
         let p = FilterParams {
             ratio: 1.0,
@@ -268,6 +309,9 @@ mod tests {
             top_p: 1.0,
             include_zero: false,
         };
-        assert_eq!(filter_groups(&s, 8, &BTreeSet::new(), &p).kept_groups, vec![2]);
+        assert_eq!(
+            filter_groups(&s, 8, &BTreeSet::new(), &p).kept_groups,
+            vec![2]
+        );
     }
 }

@@ -67,13 +67,21 @@ fn the_answer_parser_is_linear_on_adversarial_answers() {
     // `<think>` with each `</think>` does 10^10 steps here
     for text in [
         "<think></think><answer>".repeat(50_000),
-        format!("{}{}", "<think>".repeat(80_000), "</think> <answer>x".repeat(50_000)),
+        format!(
+            "{}{}",
+            "<think>".repeat(80_000),
+            "</think> <answer>x".repeat(50_000)
+        ),
     ] {
         let t = std::time::Instant::now();
         let p = parse_response(&text, true, "||", 5);
         assert!(p.answer.is_none());
         let took = t.elapsed();
-        assert!(took.as_secs_f64() < 1.0, "{} bytes took {took:?}", text.len());
+        assert!(
+            took.as_secs_f64() < 1.0,
+            "{} bytes took {took:?}",
+            text.len()
+        );
     }
 }
 
@@ -205,22 +213,27 @@ proptest! {
     }
 }
 
-/// Rewards as envs give them: decimals of up to 6 digits after the point, and the extremes.
-/// (Not every f64: serde_json's default float parser may read a 17-digit float back 1 ulp off,
-/// e.g. 941592.9378174719 as 941592.937817472; its `float_roundtrip` feature reads it exactly.)
+/// Any finite float: decimals as envs write them, the extremes, and every bit pattern (serde_json
+/// reads each back exactly with its `float_roundtrip` feature; without it, 941592.9378174719
+/// came back as 941592.937817472, the case in `proptest-regressions/proptests.txt`).
 fn finite() -> impl Strategy<Value = f64> {
     prop_oneof![
         (-1_000_000_000_000i64..1_000_000_000_000).prop_map(|x| x as f64 / 1e6),
-        Just(0.0),
-        Just(-0.1),
+        Just(941_592.937_817_471_9),
         Just(f64::MAX),
-        Just(f64::MIN_POSITIVE)
+        Just(f64::MIN_POSITIVE),
+        any::<f64>().prop_filter("finite", |x| x.is_finite()),
     ]
 }
 
 fn step() -> impl Strategy<Value = Step> {
-    let result = (".{0,12}", finite(), any::<[bool; 5]>(), vec((".{0,6}", finite()), 0..3)).prop_map(
-        |(observation, reward, f, info)| StepResult {
+    let result = (
+        ".{0,12}",
+        finite(),
+        any::<[bool; 5]>(),
+        vec((".{0,6}", finite()), 0..3),
+    )
+        .prop_map(|(observation, reward, f, info)| StepResult {
             observation,
             reward,
             terminated: f[0],
@@ -229,65 +242,113 @@ fn step() -> impl Strategy<Value = Step> {
             action_is_effective: f[3],
             success: f[4],
             info: info.into_iter().map(|(n, v)| Metric::new(n, v)).collect(),
-        },
-    );
-    (".{0,8}", prop_oneof![result.prop_map(Ok), ".{0,12}".prop_map(Err)])
+        });
+    (
+        ".{0,8}",
+        prop_oneof![result.prop_map(Ok), ".{0,12}".prop_map(Err)],
+    )
         .prop_map(|(action, outcome)| Step { action, outcome })
 }
 
 fn turn() -> impl Strategy<Value = Turn> {
     (
-        (".{0,16}", any::<usize>(), ".{0,24}", proptest::option::of(".{0,8}"), proptest::option::of(".{0,8}")),
-        (vec(".{0,6}", 0..3), finite(), any::<[bool; 3]>(), vec(step(), 0..3)),
+        (
+            ".{0,16}",
+            any::<usize>(),
+            ".{0,24}",
+            proptest::option::of(".{0,8}"),
+            proptest::option::of(".{0,8}"),
+        ),
+        (
+            vec(".{0,6}", 0..3),
+            finite(),
+            any::<[bool; 3]>(),
+            vec(step(), 0..3),
+        ),
     )
-        .prop_map(|((observation, actions_left, response, think, answer), (actions, env_reward, f, steps))| Turn {
-            observation,
-            actions_left,
-            response,
-            think,
-            answer,
-            actions,
-            env_reward,
-            action_is_valid: f[0],
-            action_is_effective: f[1],
-            format_penalty: f[2],
-            info: vec![],
-            steps,
-            sampled: None,
-        })
+        .prop_map(
+            |(
+                (observation, actions_left, response, think, answer),
+                (actions, env_reward, f, steps),
+            )| Turn {
+                observation,
+                actions_left,
+                response,
+                think,
+                answer,
+                actions,
+                env_reward,
+                action_is_valid: f[0],
+                action_is_effective: f[1],
+                format_penalty: f[2],
+                info: vec![],
+                steps,
+                sampled: None,
+            },
+        )
 }
 
 fn record() -> impl Strategy<Value = TrajectoryRecord> {
     let trajectory = (
-        (".{0,12}", ".{0,6}", any::<usize>(), any::<u64>(), vec(turn(), 0..3)),
-        (".{0,12}", any::<usize>(), any::<[bool; 3]>(), finite(), finite(), proptest::option::of(".{0,12}")),
+        (
+            ".{0,12}",
+            ".{0,6}",
+            any::<usize>(),
+            any::<u64>(),
+            vec(turn(), 0..3),
+        ),
+        (
+            ".{0,12}",
+            any::<usize>(),
+            any::<[bool; 3]>(),
+            finite(),
+            finite(),
+            proptest::option::of(".{0,12}"),
+        ),
     )
-        .prop_map(|((env_id, tag, group, seed, turns), (final_observation, num_actions, f, penalty, extra_reward, end_reason))| Trajectory {
-            env_id,
-            tag,
-            group,
-            seed,
-            turns,
-            final_observation,
-            num_actions,
-            terminated: f[0],
-            truncated: f[1],
-            success: f[2],
-            penalty,
-            extra_reward,
-            end_reason,
-            failure: None,
-        });
-    (trajectory, any::<u32>(), any::<bool>(), finite(), proptest::option::of(".{0,8}"), ".{0,8}", proptest::option::of(".{0,8}"))
-        .prop_map(|(trajectory, iteration, val, score, plugin, plugin_sha256, env_config)| TrajectoryRecord {
-            trajectory,
-            iteration,
-            split: if val { Split::Val } else { Split::Train },
-            score,
-            plugin,
-            plugin_sha256,
-            env_config,
-        })
+        .prop_map(
+            |(
+                (env_id, tag, group, seed, turns),
+                (final_observation, num_actions, f, penalty, extra_reward, end_reason),
+            )| Trajectory {
+                env_id,
+                tag,
+                group,
+                seed,
+                turns,
+                final_observation,
+                num_actions,
+                terminated: f[0],
+                truncated: f[1],
+                success: f[2],
+                penalty,
+                extra_reward,
+                end_reason,
+                failure: None,
+            },
+        );
+    (
+        trajectory,
+        any::<u32>(),
+        any::<bool>(),
+        finite(),
+        proptest::option::of(".{0,8}"),
+        ".{0,8}",
+        proptest::option::of(".{0,8}"),
+    )
+        .prop_map(
+            |(trajectory, iteration, val, score, plugin, plugin_sha256, env_config)| {
+                TrajectoryRecord {
+                    trajectory,
+                    iteration,
+                    split: if val { Split::Val } else { Split::Train },
+                    score,
+                    plugin,
+                    plugin_sha256,
+                    env_config,
+                }
+            },
+        )
 }
 
 proptest! {

@@ -244,9 +244,15 @@ mod tests {
         let trajs = vec![traj(1, 0, 2, -0.2), traj(2, 0, 1, 0.0)];
         let mut cfg = Config::default_config();
         let mut m = Metrics::new();
-        assert_eq!(training_scores(&cfg, &trajs, &BTreeSet::new(), &mut m), vec![0.8, 0.5]);
+        assert_eq!(
+            training_scores(&cfg, &trajs, &BTreeSet::new(), &mut m),
+            vec![0.8, 0.5]
+        );
         cfg.agent_proxy.use_turn_scores = true;
-        assert_eq!(training_scores(&cfg, &trajs, &BTreeSet::new(), &mut m), vec![1.0, 0.5]);
+        assert_eq!(
+            training_scores(&cfg, &trajs, &BTreeSet::new(), &mut m),
+            vec![1.0, 0.5]
+        );
         assert_eq!(m["critic/score/max"], 1.0);
         // ...and normalisation with turn scores is a config error naming both keys
         cfg.agent_proxy.reward_normalization.method = NormMethod::MeanStd;
@@ -284,7 +290,10 @@ mod tests {
         trajs[2].extra_reward = f64::NAN;
         let mut m = Metrics::new();
         let got = training_scores(&cfg, &trajs, &BTreeSet::from([1]), &mut m);
-        assert!((got[0] - 1.2).abs() < 1e-12 && (got[1] + 1.2).abs() < 1e-12, "{got:?}");
+        assert!(
+            (got[0] - 1.2).abs() < 1e-12 && (got[1] + 1.2).abs() < 1e-12,
+            "{got:?}"
+        );
         assert_eq!(got[2], 0.0);
         assert!((m["critic/score/max"] - 1.2).abs() < 1e-12);
     }

@@ -131,7 +131,11 @@ impl Trainer {
         let validate_first = self.iteration == 0 && self.cfg.trainer.val_before_train;
         ev.emit(TrainEvent::Started {
             start_iteration: self.iteration + 1,
-            first_logged: if validate_first { 0 } else { self.iteration + 1 },
+            first_logged: if validate_first {
+                0
+            } else {
+                self.iteration + 1
+            },
             total,
             resumed: self.resumed,
             trainable_params: self.models.policy.num_trainable(),

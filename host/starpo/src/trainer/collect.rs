@@ -14,8 +14,8 @@ use crate::prompt::OriginCounts;
 use crate::rewards::{apply_reward_functions, raw_scores, training_scores};
 use crate::rollout::{RolloutParams, RolloutProgress, rollout};
 use crate::seeds::{retry_sampler_seed, rollout_sampler_seed, train_reset_base, train_seeds};
-use std::collections::BTreeSet;
 use ragen_gym_core::Trajectory;
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 impl Trainer {
@@ -60,10 +60,6 @@ impl Trainer {
     /// under the failure policy, its settings, the groups dropped for failures, and the metrics
     /// of sampling: `timing_s/gen`, prefix sharing, constrained decoding and the `sandbox/*`
     /// counters of the rollout (its retries included).
-    #[expect(
-        clippy::type_complexity,
-        reason = "the one caller destructures it at once"
-    )]
     fn roll_out(
         &mut self,
         it: u32,
@@ -98,7 +94,13 @@ impl Trainer {
             let mut q = p.clone();
             q.sampling.seed = retry_sampler_seed(p.sampling.seed, attempt);
             let retry_seeds: Vec<(usize, u64)> = members.iter().map(|&i| seeds[i]).collect();
-            Ok(rollout(pool, &retry_seeds, &mut generator, &q, &mut |_| {})?)
+            Ok(rollout(
+                pool,
+                &retry_seeds,
+                &mut generator,
+                &q,
+                &mut |_| {},
+            )?)
         };
         let (dropped, tally) = enforce(&cfg.failure, &mut trajs, &env_id, it, &mut again)?;
         let mut m = sandbox_metrics(&self.train_pool.stats().since(&before));
