@@ -7,6 +7,7 @@ mod builtin_envs;
 mod child;
 mod countdown;
 mod docs;
+mod expert;
 mod learning;
 mod net_hostile;
 mod prefix_sharing;

@@ -37,6 +37,9 @@ pub enum TrainError {
     /// A reporter (a sink of the trainer's events) failed.
     #[error("report training events")]
     Report(#[from] ReportError),
+    /// Expert demonstrations could not be collected or do not fit the answer format (`sft`).
+    #[error("expert demonstrations")]
+    Demonstrations(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A resume directory has no usable checkpoint.
     #[error("resume from {path}: {reason}")]
     Resume {

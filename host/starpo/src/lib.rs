@@ -4,7 +4,8 @@
 //! state manager) with [`prompt`] (the context manager: layout, parser, tokenizer interface),
 //! [`rewards`] (reward functions, score normalisation), [`filter`] (StarPO-S), [`batch`]
 //! (training sequences and masks), [`advantages`] (log-probs, GAE / GRPO), [`losses`] and
-//! [`update`] (PPO), [`validate`]; [`trainer`] runs them and emits [`events`]. Semantics follow
+//! [`update`] (PPO), [`validate`]; [`trainer`] runs them and emits [`events`]. [`sft`] fine-tunes
+//! on an env expert's demonstrations before RL. Semantics follow
 //! RAGEN v1 (arXiv 2504.20073), summarised in `docs/ragen-semantics.md`.
 //!
 //! The `trainer` feature (default) adds everything that needs the candle policy; the rest
@@ -39,6 +40,8 @@ pub mod rewards;
 pub mod rollout;
 pub mod run_dir;
 pub mod seeds;
+#[cfg(feature = "trainer")]
+pub mod sft;
 pub mod stats;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -68,3 +71,5 @@ pub use run_dir::{RunDir, RunInfo, TrainerState};
 pub use trainer::{TrainSetup, Trainer};
 #[cfg(feature = "trainer")]
 pub use validate::{EvalResult, evaluate, evaluate_with};
+#[cfg(feature = "trainer")]
+pub use sft::{Demonstrations, SftSetup, SftTrainer};

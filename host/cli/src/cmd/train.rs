@@ -69,16 +69,31 @@ fn env_name(spec: &str) -> String {
         .map_or_else(|| spec.to_string(), |s| s.to_string_lossy().into_owned())
 }
 
-/// The layers above the files: environment variables, `--set`, `--model`, `--iterations`.
-fn finish_config(builder: ConfigBuilder, args: &Args) -> Result<Config, ConfigError> {
-    let mut b = builder.user_layers(args.config.as_deref(), std::env::vars(), &args.set)?;
-    if let Some(m) = &args.model {
+/// The layers above the files: `--config FILE`, environment variables, `--set`, `--model`,
+/// `--iterations` (also `sft`'s).
+pub(crate) fn user_config(
+    builder: ConfigBuilder,
+    config: Option<&Path>,
+    set: &[String],
+    model: Option<&str>,
+    iterations: Option<u32>,
+) -> Result<Config, ConfigError> {
+    let mut b = builder.user_layers(config, std::env::vars(), set)?;
+    if let Some(m) = model {
         b = b.set_str("model.path", m, "--model")?;
     }
-    if let Some(n) = args.iterations {
+    if let Some(n) = iterations {
         b = b.layer_override(&format!("trainer.total_training_steps={n}"))?;
     }
     b.build()
+}
+
+/// `runs/<env>-<unix time>`: a new run's directory unless `--run-dir` names one.
+pub(crate) fn default_run_dir(env: &str) -> PathBuf {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    PathBuf::from("runs").join(format!("{}-{t}", env_name(env)))
 }
 
 /// The run's config layers below the user's (the run's own `config.toml` with `--resume`), the
@@ -98,12 +113,10 @@ fn run_base(args: &Args, device: &Device) -> anyhow::Result<(ConfigBuilder, Stri
         .clone()
         .context("--env PLUGIN is required (or --resume DIR)")?;
     let b = base_config(&env, device, args.no_cpu_profile).map_err(ExpectedError::config)?;
-    let dir = args.run_dir.clone().unwrap_or_else(|| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        PathBuf::from("runs").join(format!("{}-{t}", env_name(&env)))
-    });
+    let dir = args
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| default_run_dir(&env));
     Ok((b, env, dir))
 }
 
@@ -111,7 +124,14 @@ fn run_base(args: &Args, device: &Device) -> anyhow::Result<(ConfigBuilder, Stri
 pub fn run(args: Args) -> anyhow::Result<()> {
     let device = args.device.open()?;
     let (builder, env_spec, run_dir) = run_base(&args, &device)?;
-    let config = finish_config(builder, &args).map_err(ExpectedError::config)?;
+    let config = user_config(
+        builder,
+        args.config.as_deref(),
+        &args.set,
+        args.model.as_deref(),
+        args.iterations,
+    )
+    .map_err(ExpectedError::config)?;
 
     // One sandbox for the run: the env's instances plus one per reward function.
     let envs = RunEnvs::load(&args.sandbox, &config, &env_spec, args.reward_plugin.len())?;
