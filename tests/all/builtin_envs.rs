@@ -153,6 +153,17 @@ fn every_preset_builds_a_valid_config_alone_and_on_the_cpu_profile() {
                     2
                 };
                 assert_eq!(c.agent_proxy.max_turn, want_turns, "{}", b.name);
+                // the grid envs get RAGEN's whole 10-action budget in those two turns (the CPU
+                // profile's 2 x 2 caps a perfect FrozenLake policy near random's rate)
+                if matches!(b.name, "frozenlake" | "sokoban") {
+                    let a = &c.agent_proxy;
+                    assert_eq!(
+                        (a.max_actions_per_turn, a.max_actions_per_traj),
+                        (5, 10),
+                        "{}",
+                        b.name
+                    );
+                }
                 // the CPU presets validate on at least 64 episodes (`configs/cpu.toml`)
                 let val = c.es_manager.val.env_groups * c.es_manager.val.group_size;
                 assert!(val >= 64, "{}: {val} validation episodes", b.name);

@@ -103,7 +103,7 @@ pub(crate) fn tiny_model(dir: &Path, seed: u64) -> PathBuf {
 /// The learnability settings: one-turn episodes, thinking off, constrained decoding, 4 groups of
 /// 4 per iteration, no filter, one optimiser step per iteration, full fine-tuning at a tiny
 /// model's learning rate, validation on 32 episodes every 4 iterations.
-fn learning_config(model: &Path, extra: &str) -> Config {
+pub(crate) fn learning_config(model: &Path, extra: &str) -> Config {
     ConfigBuilder::new()
         .layer_str(
             "[trainer]\ntotal_training_steps = 16\ntest_freq = 4\nsave_freq = -1\nlog_trajectories = 0\n\
@@ -141,7 +141,7 @@ fn trainer(config: Config, run_dir: &Path, resume: bool) -> Trainer {
 }
 
 /// Train and return every iteration's metrics.
-fn train(t: &mut Trainer) -> BTreeMap<u32, Metrics> {
+pub(crate) fn train(t: &mut Trainer) -> BTreeMap<u32, Metrics> {
     let mut all = BTreeMap::new();
     t.train(&mut |e: &TrainEvent<'_>| {
         if let TrainEvent::Metrics { iteration, metrics } = e {

@@ -18,5 +18,6 @@ mod sandbox_hostile;
 mod scoring_from_update;
 mod servers;
 mod starpo;
+mod variance;
 mod webshop;
 mod webshop_soak;

@@ -7,17 +7,20 @@
 //! With `--resume DIR` the run's own `config.toml` replaces the first four layers.
 
 use crate::ExpectedError;
+use crate::cmd::eval::random_success_rate;
 use crate::report::Reporters;
 use crate::report::jsonl::{EnvSource, JsonlReporter};
 use crate::report::progress::ProgressReporter;
+use crate::report::summary::{RandomReference, SummaryReporter};
 use crate::report::tensorboard::TensorBoardReporter;
 use crate::shared::config::base_config;
 use crate::shared::device::DeviceArgs;
 use crate::shared::plugins::{load_reward_functions, write_lock};
-use crate::shared::run::RunEnvs;
+use crate::shared::run::{RunEnvs, new_env};
 use crate::shared::sandbox::SandboxArgs;
 use anyhow::Context;
 use ragen_gym_policy::Device;
+use ragen_gym_starpo::seeds::group_seeds;
 use ragen_gym_starpo::{
     Config, ConfigBuilder, ConfigError, RunDir, TrainError, TrainSetup, Trainer,
 };
@@ -120,6 +123,26 @@ fn run_base(args: &Args, device: &Device) -> anyhow::Result<(ConfigBuilder, Stri
     Ok((b, env, dir))
 }
 
+/// The random policy's success rate on the run's validation seeds (`seed.val + i`, as
+/// `ragen-gym eval --policy random` plays them), for the closing summary; `None` for an env
+/// without action names (the random policy then needs the observation's action list).
+fn random_reference(envs: &RunEnvs, config: &Config) -> anyhow::Result<Option<RandomReference>> {
+    let mut env = new_env(&envs.plugin, &config.env.config, envs.grants.clone())?;
+    if env.spec().action_names.as_ref().is_none_or(Vec::is_empty) {
+        return Ok(None);
+    }
+    let v = &config.es_manager.val;
+    let seeds: Vec<u64> = group_seeds(config.seed.val, v.env_groups, v.group_size)
+        .into_iter()
+        .map(|(_, seed)| seed)
+        .collect();
+    Ok(Some(RandomReference {
+        success: random_success_rate(env.as_mut(), &seeds)?,
+        episodes: seeds.len(),
+        actions: env.spec().max_episode_steps,
+    }))
+}
+
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let device = args.device.open()?;
@@ -143,6 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         env_config: config.env.config.clone(),
     };
     let log_trajectories = config.trainer.log_trajectories as usize;
+    let summary = SummaryReporter::new(config.val_batch_size(), random_reference(&envs, &config)?);
     let mut trainer = Trainer::new(TrainSetup {
         make_env: envs.factory(&config),
         plugin_sha256: envs.sha256(),
@@ -169,6 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Box::new(ProgressReporter::new()),
         Box::new(TensorBoardReporter::new(&run)),
         Box::new(JsonlReporter::new(run, env_source, log_trajectories)),
+        Box::new(summary),
     ]);
     trainer
         .train(&mut reporters)

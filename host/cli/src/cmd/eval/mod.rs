@@ -295,6 +295,20 @@ fn expert_steps(run: &mut Run<'_>, spec: &EnvSpec, tally: &mut Tally) {
     }
 }
 
+/// The random policy's success rate over one episode per seed in `seeds` (e.g. a run's
+/// validation seeds), each played as `eval --policy random --seed SEED` plays its first episode.
+///
+/// # Errors
+/// As [`episode`].
+pub(crate) fn random_success_rate(env: &mut dyn Env, seeds: &[u64]) -> anyhow::Result<f64> {
+    let spec = env.spec().clone();
+    let mut tally = Tally::default();
+    for &seed in seeds {
+        episode(env, &spec, PolicyKind::Random, 0, seed, &mut tally)?;
+    }
+    Ok(f64::from(tally.successes) / seeds.len().max(1) as f64)
+}
+
 /// Print success rate, mean return and env steps per second (JSON with `--json`); for the
 /// expert, what it is and the mean success probability its first advice stated.
 fn print_tally(

@@ -1,0 +1,190 @@
+//! The closing summary of a `train` run on stdout: validation success at the first and the last
+//! validation of the run with their standard errors, the change in standard errors of the
+//! difference, and the random policy's rate on the same validation seeds (README, "Learning on a
+//! laptop").
+
+use ragen_gym_starpo::{Metrics, ReportError, Reporter, TrainEvent};
+
+/// One validation's success rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ValPoint {
+    /// Iteration it followed (0 = before training).
+    pub iteration: u32,
+    /// `val-env/{tag}/success`.
+    pub success: f64,
+    /// `val-env/{tag}/success_stderr`.
+    pub stderr: f64,
+}
+
+/// The random policy's success rate on the run's validation seeds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RandomReference {
+    /// Success rate.
+    pub success: f64,
+    /// Episodes played (one per validation seed).
+    pub episodes: usize,
+    /// Actions per episode (the env's step limit).
+    pub actions: u32,
+}
+
+/// Collects the validations of a run and prints the summary when it finishes.
+#[derive(Debug, Default)]
+pub struct SummaryReporter {
+    random: Option<RandomReference>,
+    episodes: usize,
+    first: Option<(String, ValPoint)>,
+    last: Option<(String, ValPoint)>,
+}
+
+impl SummaryReporter {
+    /// A reporter for a run validating on `episodes` episodes, with the random policy's rate on
+    /// the same seeds when it was measured.
+    pub fn new(episodes: usize, random: Option<RandomReference>) -> Self {
+        Self {
+            random,
+            episodes,
+            ..Self::default()
+        }
+    }
+}
+
+/// The validation success in `metrics` (`val-env/{tag}/success` and its `success_stderr`) with
+/// its metric name, if this iteration validated.
+pub fn val_point(iteration: u32, metrics: &Metrics) -> Option<(String, ValPoint)> {
+    let (name, success) = metrics
+        .iter()
+        .find(|(k, _)| k.starts_with("val-env/") && k.ends_with("/success"))?;
+    let stderr = metrics
+        .get(&format!("{name}_stderr"))
+        .copied()
+        .unwrap_or(0.0);
+    Some((
+        name.clone(),
+        ValPoint {
+            iteration,
+            success: *success,
+            stderr,
+        },
+    ))
+}
+
+/// The summary's lines: before, after, the change in standard errors of the difference
+/// (`sqrt(se_before^2 + se_after^2)`) and the random policy's rate.
+pub fn summary_lines(
+    metric: &str,
+    episodes: usize,
+    first: ValPoint,
+    last: ValPoint,
+    random: Option<RandomReference>,
+) -> Vec<String> {
+    let mut lines = vec![
+        format!("validation success ({metric}, {episodes} episodes, ± one standard error):"),
+        format!(
+            "  before: {:.3} ± {:.3} (iteration {})",
+            first.success, first.stderr, first.iteration
+        ),
+        format!(
+            "  after:  {:.3} ± {:.3} (iteration {})",
+            last.success, last.stderr, last.iteration
+        ),
+    ];
+    let diff = last.success - first.success;
+    let se = first.stderr.hypot(last.stderr);
+    if se > 0.0 {
+        lines.push(format!(
+            "  change: {diff:+.3} = {:+.1} standard errors of the difference",
+            diff / se
+        ));
+    } else {
+        lines.push(format!("  change: {diff:+.3}"));
+    }
+    if let Some(r) = random {
+        lines.push(format!(
+            "  random policy ({} uniform actions) on the same {} seeds: {:.3}",
+            r.actions, r.episodes, r.success
+        ));
+    }
+    lines
+}
+
+impl Reporter for SummaryReporter {
+    fn report(&mut self, event: &TrainEvent<'_>) -> Result<(), ReportError> {
+        match *event {
+            TrainEvent::Metrics { iteration, metrics } => {
+                if let Some(p) = val_point(iteration, metrics) {
+                    if self.first.is_none() {
+                        self.first = Some(p.clone());
+                    }
+                    self.last = Some(p);
+                }
+            }
+            TrainEvent::Finished { .. } => {
+                if let (Some((metric, first)), Some((_, last))) = (&self.first, &self.last) {
+                    for line in summary_lines(metric, self.episodes, *first, *last, self.random) {
+                        println!("{line}");
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_validation_point_is_read_with_its_stderr() {
+        let m = Metrics::from([
+            ("train/FrozenLake/success".to_string(), 0.5),
+            ("val-env/FrozenLake/success".to_string(), 0.25),
+            ("val-env/FrozenLake/success_stderr".to_string(), 0.027),
+        ]);
+        let (name, p) = val_point(3, &m).unwrap();
+        assert_eq!(name, "val-env/FrozenLake/success");
+        assert_eq!(
+            p,
+            ValPoint {
+                iteration: 3,
+                success: 0.25,
+                stderr: 0.027
+            }
+        );
+        let train_only = Metrics::from([("train/FrozenLake/success".to_string(), 0.5)]);
+        assert_eq!(val_point(4, &train_only), None);
+    }
+
+    #[test]
+    fn the_change_is_counted_in_standard_errors_of_the_difference() {
+        // 0.1 -> 0.5 with standard errors 0.03 and 0.04: difference 0.4, its standard error
+        // sqrt(0.03^2 + 0.04^2) = 0.05, so 8.0 standard errors.
+        let first = ValPoint {
+            iteration: 0,
+            success: 0.1,
+            stderr: 0.03,
+        };
+        let last = ValPoint {
+            iteration: 10,
+            success: 0.5,
+            stderr: 0.04,
+        };
+        let random = RandomReference {
+            success: 0.25,
+            episodes: 256,
+            actions: 10,
+        };
+        let lines = summary_lines("val-env/X/success", 256, first, last, Some(random));
+        assert_eq!(
+            lines,
+            vec![
+                "validation success (val-env/X/success, 256 episodes, ± one standard error):",
+                "  before: 0.100 ± 0.030 (iteration 0)",
+                "  after:  0.500 ± 0.040 (iteration 10)",
+                "  change: +0.400 = +8.0 standard errors of the difference",
+                "  random policy (10 uniform actions) on the same 256 seeds: 0.250",
+            ]
+        );
+    }
+}
