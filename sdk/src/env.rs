@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::manifest::{Capabilities, Limits};
+use crate::manifest::{Capabilities, Limits, ManifestParts, Package};
 use crate::types::{Advice, EnvError, EnvSpec, ExpertInfo, ResetResult, StepResult};
 
 /// A Gymnasium-style text environment.
@@ -79,5 +79,19 @@ pub trait Environment: Sized + 'static {
     /// that the env has no expert.
     fn expert(&mut self) -> Result<Advice, EnvError> {
         Err(EnvError::Other(format!("{} has no expert", Self::ID)))
+    }
+}
+
+impl ManifestParts {
+    /// The manifest of an environment plugin (what [`export_env!`](crate::export_env) embeds).
+    pub const fn env<T: Environment + Package>() -> Self {
+        Self {
+            id: T::ID,
+            version: T::VERSION,
+            kind: "environment",
+            description: T::DESCRIPTION,
+            capabilities: T::CAPABILITIES,
+            limits: T::LIMITS,
+        }
     }
 }

@@ -70,7 +70,9 @@ impl Limits {
     };
 }
 
-/// Everything the manifest says, before it is written as JSON.
+/// Everything the manifest says, before it is written as JSON. Each plugin kind's parts are
+/// made beside its trait ([`ManifestParts::env`] in `env.rs`, [`ManifestParts::reward`] in
+/// `reward.rs`), so this module does not depend on the traits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ManifestParts {
     /// `namespace/Name-vN`.
@@ -98,30 +100,6 @@ pub trait Package {
 }
 
 impl ManifestParts {
-    /// The manifest of an environment plugin.
-    pub const fn env<T: crate::Environment + Package>() -> Self {
-        Self {
-            id: T::ID,
-            version: T::VERSION,
-            kind: "environment",
-            description: T::DESCRIPTION,
-            capabilities: T::CAPABILITIES,
-            limits: T::LIMITS,
-        }
-    }
-
-    /// The manifest of a reward-function plugin.
-    pub const fn reward<T: crate::RewardFunction + Package>() -> Self {
-        Self {
-            id: T::ID,
-            version: T::VERSION,
-            kind: "reward-function",
-            description: T::DESCRIPTION,
-            capabilities: Capabilities::NONE,
-            limits: T::LIMITS,
-        }
-    }
-
     /// The JSON length in bytes. Panics (at compile time, in the export macros) when the id is
     /// not one the host accepts ([`check_id`]).
     pub const fn json_len(&self) -> usize {

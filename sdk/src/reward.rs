@@ -1,6 +1,6 @@
 //! The trait a reward-function plugin implements.
 
-use crate::manifest::Limits;
+use crate::manifest::{Capabilities, Limits, ManifestParts, Package};
 use crate::types::{RewardBreakdown, Trajectory};
 
 /// Scores finished trajectories; the total is added to the env rewards of the trajectory.
@@ -18,4 +18,19 @@ pub trait RewardFunction: 'static {
     /// # Errors
     /// A message recorded against the trajectory; it then contributes no reward.
     fn score(trajectory: &Trajectory) -> Result<RewardBreakdown, String>;
+}
+
+impl ManifestParts {
+    /// The manifest of a reward-function plugin (what [`export_reward!`](crate::export_reward)
+    /// embeds).
+    pub const fn reward<T: RewardFunction + Package>() -> Self {
+        Self {
+            id: T::ID,
+            version: T::VERSION,
+            kind: "reward-function",
+            description: T::DESCRIPTION,
+            capabilities: Capabilities::NONE,
+            limits: T::LIMITS,
+        }
+    }
 }

@@ -17,6 +17,7 @@ mod replay;
 mod sandbox_hostile;
 mod scoring_from_update;
 mod servers;
+mod shared_prefix;
 mod starpo;
 mod variance;
 mod webshop;

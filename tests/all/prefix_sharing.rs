@@ -1,12 +1,17 @@
-//! Prefix sharing in the trainer's rollouts (`docs/benchmarks.md`, "`bench iteration`"): two
-//! training iterations of a tiny random model (the default model's vocabulary) on a three-turn env,
-//! with `rollout.prefix_sharing` on and off, give the same metrics (the same sampled tokens, so the
-//! same rewards, losses and gradient norms), while with sharing on only a fraction of the prompt
-//! tokens is prefilled.
+//! Prefix sharing in the trainer's rollouts (`docs/ragen-semantics.md`, "Prefix sharing in
+//! rollouts"): two training iterations of a tiny random model (the default model's vocabulary) on a
+//! three-turn env, with `rollout.prefix_sharing` on and off, give the same metrics (the same
+//! sampled tokens, so the same rewards, losses and gradient norms), while with sharing on only a
+//! fraction of the prompt tokens is prefilled.
 
 use ragen_gym_core::{Env, EnvCallError, EnvSpec, ResetResult, StepResult};
 use ragen_gym_policy as pol;
-use ragen_gym_starpo::{Config, ConfigBuilder, Metrics, Silent, TrainSetup, Trainer};
+use ragen_gym_starpo::policy_adapter::{PolicyGenerator, PrefixSharing};
+use ragen_gym_starpo::seeds::group_seeds;
+use ragen_gym_starpo::{
+    Config, ConfigBuilder, EnvFactory, EnvPool, Metrics, RolloutParams, Silent, TrainSetup,
+    Trainer, rollout,
+};
 use std::path::Path;
 
 /// Three turns; the observation names the reset seed and echoes the action, the reward is the
@@ -64,9 +69,9 @@ impl Env for Echo {
     }
 }
 
-/// Two iterations' metrics with prefix sharing `on`.
-fn two_iterations(model: &Path, run_dir: &Path, on: bool) -> Vec<Metrics> {
-    let config = ConfigBuilder::new()
+/// The test config with prefix sharing `on` and the model at `model`.
+fn echo_config(model: &Path, on: bool) -> Config {
+    ConfigBuilder::new()
         .layer_str(
             "[trainer]\ntotal_training_steps = 2\nsave_freq = -1\nlog_trajectories = 0\n\
              [es_manager.train]\nenv_groups = 3\ngroup_size = 4\n\
@@ -84,8 +89,12 @@ fn two_iterations(model: &Path, run_dir: &Path, on: bool) -> Vec<Metrics> {
         .set_str("model.path", &model.display().to_string(), "the test")
         .unwrap()
         .build()
-        .unwrap();
-    echo_iterations(config, run_dir, 2)
+        .unwrap()
+}
+
+/// Two iterations' metrics with prefix sharing `on`.
+fn two_iterations(model: &Path, run_dir: &Path, on: bool) -> Vec<Metrics> {
+    echo_iterations(echo_config(model, on), run_dir, 2)
 }
 
 /// The metrics of `n` iterations of a fresh trainer on `config` with the [`Echo`] env.
@@ -131,4 +140,49 @@ fn rollouts_with_prefix_sharing_train_like_rollouts_without() {
             assert!(same, "iteration {it}: {k} is {x} with sharing, {y} without");
         }
     }
+}
+
+/// The sharing metrics of one training rollout of `model` (the trainer's generator and its one
+/// decision, [`PrefixSharing::decide`]) with `rollout.prefix_sharing` on.
+fn sharing_metrics(config: &Config, model: pol::LlamaModel, tok: &pol::Tokenizer) -> Metrics {
+    let sharing = PrefixSharing::decide(config, &model);
+    let mut generator = PolicyGenerator::new(model, tok, None, sharing);
+    let g = config.es_manager.train;
+    let make_env: EnvFactory = Box::new(|| Ok(Echo::boxed()));
+    let mut pool = EnvPool::from_factory(&make_env, g.env_groups * g.group_size).unwrap();
+    let p = RolloutParams::from_config(config, pool.spec(), 1.0, 3);
+    let seeds = group_seeds(config.seed.train, g.env_groups, g.group_size);
+    let trajs = rollout(&mut pool, &seeds, &mut generator, &p, &mut |_| {}).unwrap();
+    assert_eq!(trajs.len(), 12);
+    generator.prefix_sharing_metrics()
+}
+
+/// A GPU-shaped model (bf16 compute, what CUDA computes in, here on the CPU) cannot share
+/// prefixes: with sharing asked for, the run samples without it and reports no sharing metrics
+/// (not a `prefilled_token_frac` of 0 and a cache of 0 MiB), while the CPU f32 model shares.
+#[test]
+fn a_model_that_cannot_share_prefixes_reports_no_sharing_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::learning::tiny_model(&dir.path().join("model"), 7);
+    let config = echo_config(&path, true);
+    let loaded = pol::load_on(&path, &pol::Device::Cpu).unwrap();
+    let cpu = loaded.frozen_model().unwrap();
+    let gpu_like = cpu.with_compute_dtype(pol::DType::BF16);
+    assert_eq!(
+        PrefixSharing::decide(&config, &gpu_like),
+        PrefixSharing::Off
+    );
+    assert!(sharing_metrics(&config, gpu_like, &loaded.tokenizer).is_empty());
+    let shared = sharing_metrics(&config, cpu, &loaded.tokenizer);
+    let frac = shared["rollout/prefilled_token_frac"];
+    assert!(
+        frac > 0.0 && frac < 0.6,
+        "{frac} of prompt tokens prefilled"
+    );
+    assert!(shared["rollout/prefix_cache_peak_mib"] > 0.0);
+    let off = echo_config(&path, false);
+    assert_eq!(
+        PrefixSharing::decide(&off, &loaded.frozen_model().unwrap()),
+        PrefixSharing::Off
+    );
 }

@@ -6,8 +6,8 @@
 use crate::servers::{HttpServer, Registry, Reply};
 use ragen_gym_cli::cmd::{eval, publish};
 use ragen_gym_cli::error::exit_code_of;
-use ragen_gym_cli::shared::plugins::SourceArgs;
 use ragen_gym_cli::shared::sandbox::SandboxArgs;
+use ragen_gym_cli::shared::source::SourceArgs;
 use ragen_gym_net::NetError;
 use ragen_gym_registry::{
     Digest, LockFile, Origin, PluginCache, PluginRef, PluginRole, RegistryError, ResolveOptions,

@@ -31,7 +31,17 @@ fn moves(k: usize) -> Generation {
 fn record_run(dir: &std::path::Path) {
     let cfg = base_config("sokoban", &ragen_gym_policy::Device::Cpu, false)
         .unwrap()
-        .user_layers(None, std::iter::empty(), &[])
+        // 64 validation episodes, as the test was written for (the Sokoban preset validates 256),
+        // and room for the preset's coordinate observation in the scripted generator's prompt,
+        // which counts tokens more coarsely than the model's tokenizer.
+        .user_layers(
+            None,
+            std::iter::empty(),
+            &[
+                "es_manager.val.env_groups=64".to_string(),
+                "rollout.max_model_len=4096".to_string(),
+            ],
+        )
         .unwrap()
         .build()
         .unwrap();
@@ -56,7 +66,11 @@ fn record_run(dir: &std::path::Path) {
         &mut |_| {},
     )
     .unwrap();
-    assert!(r.trajectories.iter().all(|t| !t.turns.is_empty()));
+    assert!(
+        r.trajectories.iter().all(|t| !t.turns.is_empty()),
+        "{:?}",
+        r.trajectories.first()
+    );
     let env = EnvSource {
         plugin: "sokoban".into(),
         plugin_sha256: plugin.info().sha256.clone(),

@@ -12,7 +12,7 @@ use ragen_gym_starpo::{Config, ConfigBuilder, Metrics};
 
 /// A one-turn sequence: a fixed question, `answer` as the trained assistant segment (RAGEN's
 /// mask, `docs/ragen-semantics.md` §5) and `reward` on the last position.
-fn sample(tok: &pol::Tokenizer, answer: &str, reward: f32, index: usize) -> TrainSample {
+pub(crate) fn sample(tok: &pol::Tokenizer, answer: &str, reward: f32, index: usize) -> TrainSample {
     let user = pol::Message::user("Pull one of two arms, Left or Right.");
     let ids = tok
         .encode_chat(&[user, pol::Message::assistant(answer)], false)
@@ -60,7 +60,31 @@ fn values_of(params: &[pol::NamedParam]) -> Vec<Vec<f32>> {
 /// One update of fresh models (the same weights every call) on `samples`, with the scoring
 /// passes `passes`: the estimates it used, its metrics, and each parameter's change (actor's,
 /// then critic's).
-fn one_update(
+/// Four one-turn samples of one prompt (a group's members): two answers, an unparsable one and
+/// a two-action one, with their rewards.
+pub(crate) fn four_samples(tok: &pol::Tokenizer) -> Vec<TrainSample> {
+    [
+        "<answer>Left</answer>",
+        "<answer>Right</answer>",
+        "no",
+        "<answer>Left || Right</answer>",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, a)| sample(tok, a, [1.0, 0.0, -0.1, 0.5][i], i))
+    .collect()
+}
+
+/// LoRA of rank 4 (alpha 8) on the default projections.
+pub(crate) fn lora_rank4() -> pol::Trainable {
+    pol::Trainable::Lora(pol::LoraConfig {
+        rank: 4,
+        alpha: 8.0,
+        ..pol::LoraConfig::default()
+    })
+}
+
+pub(crate) fn one_update(
     cfg: &Config,
     trainable: &pol::Trainable,
     samples: &[TrainSample],
@@ -103,7 +127,7 @@ fn one_update(
     (est, m, deltas)
 }
 
-fn max_abs_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+pub(crate) fn max_abs_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
     assert_eq!(a.len(), b.len());
     a.iter()
         .zip(b)
@@ -115,7 +139,7 @@ fn max_abs_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
 }
 
 /// Every metric but `timing_s/*` of `a` is in `b` with the same value, relative to `tol`.
-fn same_metrics(a: &Metrics, b: &Metrics, tol: f64, what: &str) {
+pub(crate) fn same_metrics(a: &Metrics, b: &Metrics, tol: f64, what: &str) {
     let keys = |m: &Metrics| -> Vec<String> {
         m.keys()
             .filter(|k| !k.starts_with("timing_s/"))
@@ -137,21 +161,8 @@ fn same_metrics(a: &Metrics, b: &Metrics, tol: f64, what: &str) {
 fn old_logp_and_values_from_the_update_forward_equal_the_scoring_passes() {
     let dir = tempfile::tempdir().unwrap();
     let tok = pol::load_tokenizer(&crate::learning::tiny_model(dir.path(), 9)).unwrap();
-    let samples: Vec<TrainSample> = [
-        "<answer>Left</answer>",
-        "<answer>Right</answer>",
-        "no",
-        "<answer>Left || Right</answer>",
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, a)| sample(&tok, a, [1.0, 0.0, -0.1, 0.5][i], i))
-    .collect();
-    let lora = pol::Trainable::Lora(pol::LoraConfig {
-        rank: 4,
-        alpha: 8.0,
-        ..pol::LoraConfig::default()
-    });
+    let samples = four_samples(&tok);
+    let lora = lora_rank4();
     for (estimator, trainable) in [
         ("gae", pol::Trainable::Full),
         ("gae", lora.clone()),

@@ -16,7 +16,7 @@ use std::process::Command;
 ///
 /// # Errors
 /// [`BuildError::CommandFailed`] with cargo's diagnostics; [`BuildError::BadOutput`] when cargo
-/// reports no `cdylib` for the crate; [`BuildError::ToolMissing`] when the Rust target is not
+/// reports no `cdylib` for the crate; [`BuildError::TargetMissing`] when the Rust target is not
 /// installed.
 pub fn build_rust(
     project: &Project,
@@ -24,12 +24,7 @@ pub fn build_rust(
     target_dir: Option<&Path>,
     out: &Path,
 ) -> Result<PathBuf, BuildError> {
-    check_target().map_err(|install| BuildError::ToolMissing {
-        tool: format!("the Rust target {WASM_TARGET}"),
-        version: String::new(),
-        looked: "rustc --print sysroot".into(),
-        install,
-    })?;
+    check_target()?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&project.dir)

@@ -44,6 +44,14 @@ pub enum BuildError {
         /// The command that installs it.
         install: String,
     },
+    /// The Rust target the plugins build for is not installed.
+    #[error(
+        "the Rust target {target} is not installed (needed to build the plugins); run scripts/setup.sh (or `rustup target add {target}`)"
+    )]
+    TargetMissing {
+        /// The target triple ([`crate::WASM_TARGET`]).
+        target: &'static str,
+    },
     /// A command failed.
     #[error("`{command}` failed ({status}){}", tail_text(tail))]
     CommandFailed {

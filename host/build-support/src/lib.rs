@@ -72,9 +72,10 @@ pub fn rerun_if_changed(root: &Path, paths: &[&str]) {
 /// Build `packages` for [`WASM_TARGET`] with profile [`WASM_PROFILE`].
 ///
 /// # Errors
-/// A message with the command and the tail of cargo's stderr when the build fails, or when the
-/// Rust target is not installed.
-pub fn build(root: &Path, packages: &[&str]) -> Result<(), String> {
+/// [`BuildError::TargetMissing`] when the Rust target is not installed;
+/// [`BuildError::CommandFailed`] with the command and the tail of cargo's stderr when cargo
+/// cannot be run or the build fails.
+pub fn build(root: &Path, packages: &[&str]) -> Result<(), BuildError> {
     check_target()?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -102,23 +103,11 @@ pub fn build(root: &Path, packages: &[&str]) -> Result<(), String> {
             cmd.env_remove(key);
         }
     }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("could not run cargo: {e}"))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
-    Err(format!(
-        "`cargo build --target {WASM_TARGET} -p {}` failed:\n{}",
-        packages.join(" -p "),
-        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-    ))
+    tools::run(&mut cmd).map(drop)
 }
 
-/// A clear error when the wasm32-wasip2 standard library is not installed.
-pub(crate) fn check_target() -> Result<(), String> {
+/// [`BuildError::TargetMissing`] when the wasm32-wasip2 standard library is not installed.
+pub(crate) fn check_target() -> Result<(), BuildError> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let sysroot = Command::new(&rustc)
         .args(["--print", "sysroot"])
@@ -131,9 +120,9 @@ pub(crate) fn check_target() -> Result<(), String> {
                 .join(format!("lib/rustlib/{WASM_TARGET}"))
                 .is_dir() =>
         {
-            Err(format!(
-                "the Rust target {WASM_TARGET} is not installed (needed to build the plugins); run scripts/setup.sh (or `rustup target add {WASM_TARGET}`)"
-            ))
+            Err(BuildError::TargetMissing {
+                target: WASM_TARGET,
+            })
         }
         _ => Ok(()),
     }

@@ -1,8 +1,9 @@
-//! The exact tokens of a response sampled under constrained action decoding, and how each was
-//! produced (`docs/ragen-semantics.md` §5, "Constrained action decoding"). The rollout keeps
-//! them on the [`Turn`](crate::Turn) they answer, so that later prompts of the trajectory and its
-//! training sequence hold exactly the sampled tokens (not the response re-tokenised), and the
-//! trainer scores every token under the restriction it was sampled with.
+//! The record of a constrained response: [`TokenTrace`], its exact sampled tokens, and
+//! [`TokenOrigin`], how each was produced (`docs/ragen-semantics.md` §5, "Constrained action
+//! decoding"). The rollout keeps them on the [`Turn`](crate::Turn) they answer, so that later
+//! prompts of the trajectory and its training sequence hold exactly the sampled tokens (not the
+//! response re-tokenised), and the trainer scores every token under the restriction it was
+//! sampled with.
 
 use std::sync::Arc;
 

@@ -6,6 +6,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::{PolicyError, Result};
 
+/// The seven projections of a decoder layer as (Hugging Face block, module name), in the order
+/// of the model's `DecoderLayer::projections` (`model/layer.rs`) and of LoRA's targets.
+pub(crate) const PROJECTIONS: [(&str, &str); 7] = [
+    ("self_attn", "q_proj"),
+    ("self_attn", "k_proj"),
+    ("self_attn", "v_proj"),
+    ("self_attn", "o_proj"),
+    ("mlp", "gate_proj"),
+    ("mlp", "up_proj"),
+    ("mlp", "down_proj"),
+];
+
 /// The architecture family: decides q/k/v biases and GGUF q/k row permutation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

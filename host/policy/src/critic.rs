@@ -11,7 +11,7 @@ use crate::hf_dir::write_hf_dir;
 use crate::loader::LoadedModel;
 use crate::model::LlamaModel;
 use crate::policy::{NamedParam, Trainable, build_trainable};
-use crate::scoring::{TokenBatch, hidden_states};
+use crate::scoring::{HiddenRows, TokenBatch};
 use crate::tokenizer::Tokenizer;
 use crate::{PolicyError, Result};
 
@@ -75,18 +75,24 @@ impl Critic {
         self
     }
 
-    /// Values of every position: [B, T] f32 (position t values the state after token t).
+    /// Values of every position: [B, T] f32 (position t values the state after token t; any
+    /// value at padding).
     /// Backpropagates into the trainable tensors.
     ///
     /// # Errors
     /// Invalid batch; tensor errors.
     pub fn values(&self, batch: &TokenBatch) -> Result<Tensor> {
-        let h = hidden_states(&self.backbone, batch)?; // [B, T, D]
-        let (b, t, d) = h.dims3()?;
-        let v = h
-            .reshape((b * t, d))?
-            .matmul(&self.head_w.as_tensor().t()?)?; // [B*T, 1]
-        Ok(v.broadcast_add(self.head_b.as_tensor())?.reshape((b, t))?)
+        let h = HiddenRows::of(&self.backbone, batch)?; // [M, D]
+        let v = h.rows.matmul(&self.head_w.as_tensor().t()?)?; // [M, 1]
+        let v = v.broadcast_add(self.head_b.as_tensor())?;
+        let (b, t) = (batch.batch_size(), batch.seq_len());
+        Ok(h.cells(&v, b)?.reshape((b, t))?)
+    }
+
+    /// Switch shared-prefix scoring of the backbone on or off
+    /// ([`LlamaModel::with_shared_prefixes`]).
+    pub fn set_shared_prefixes(&mut self, on: bool) {
+        self.backbone = self.backbone.with_shared_prefixes(on);
     }
 
     /// Switch activation (gradient) checkpointing of the backbone on or off

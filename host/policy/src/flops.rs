@@ -11,8 +11,12 @@
 //! counts the full `N × N` score matrix, as the kernels compute it.
 //!
 //! Forwards of a model that records a graph (training) and of a detached one (sampling, scoring)
-//! are counted apart: a backward pass costs about twice its forward (Kaplan et al. §2.1), so the
-//! training work is about three times the training forwards. The counters are process-wide.
+//! are counted apart, and a training forward also counts its backward as the kernels execute it
+//! ([`layer_backward_flops`], [`head_backward_flops`]): the gradient of every projection's input
+//! (`2·N` per weight), the gradient of the weight itself only where the weight trains (full
+//! fine-tuning; a LoRA backward computes none for the frozen base), and the attention backward of
+//! the fused kernel (`ops/attention.rs`: it recomputes the scores, then dV, dP, dQ and dK,
+//! `10·pairs·Hq`). The counters are process-wide.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,14 +24,17 @@ use crate::config::ModelConfig;
 
 static INFERENCE: AtomicU64 = AtomicU64::new(0);
 static TRAINING: AtomicU64 = AtomicU64::new(0);
+static BACKWARD: AtomicU64 = AtomicU64::new(0);
 
-/// Forward FLOPs counted so far in this process.
+/// FLOPs counted so far in this process.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlopCount {
     /// Forwards of detached models (sampling, scoring, validation).
     pub inference: u64,
-    /// Forwards of models that record a graph (the updates); their backward is not included.
+    /// Forwards of models that record a graph (the updates).
     pub training_forward: u64,
+    /// The backwards of those forwards, as executed.
+    pub training_backward: u64,
 }
 
 impl FlopCount {
@@ -36,6 +43,7 @@ impl FlopCount {
         Self {
             inference: INFERENCE.load(Ordering::Relaxed),
             training_forward: TRAINING.load(Ordering::Relaxed),
+            training_backward: BACKWARD.load(Ordering::Relaxed),
         }
     }
 
@@ -46,14 +54,52 @@ impl FlopCount {
             training_forward: self
                 .training_forward
                 .saturating_sub(earlier.training_forward),
+            training_backward: self
+                .training_backward
+                .saturating_sub(earlier.training_backward),
         }
     }
 
-    /// The work these forwards stand for: inference forwards once, training forwards three times
-    /// (forward plus a backward of about twice its cost).
+    /// All the work: forwards and the training backwards.
     pub fn with_backward(self) -> u64 {
-        self.inference + 3 * self.training_forward
+        self.inference + self.training_forward + self.training_backward
     }
+}
+
+/// Weights per decoder layer in its projections (q, k, v, o and the gated MLP).
+fn projection_weights(cfg: &ModelConfig) -> u64 {
+    let d = cfg.hidden_size as u64;
+    let i = cfg.intermediate_size as u64;
+    let (hq, hkv) = heads(cfg);
+    d * hq + 2 * d * hkv + hq * d + 3 * d * i
+}
+
+/// Query and key/value widths (heads × head size).
+fn heads(cfg: &ModelConfig) -> (u64, u64) {
+    (
+        (cfg.num_attention_heads * cfg.head_dim()) as u64,
+        (cfg.num_kv_heads() * cfg.head_dim()) as u64,
+    )
+}
+
+/// FLOPs of the backward of the decoder layers for `tokens` tokens attending to `pairs`
+/// (query, key) pairs: input gradients of the projections, weight gradients when
+/// `weights_train`, and the fused attention backward.
+pub fn layer_backward_flops(
+    cfg: &ModelConfig,
+    tokens: u64,
+    pairs: u64,
+    weights_train: bool,
+) -> u64 {
+    let per_weight = if weights_train { 4 } else { 2 };
+    let per_layer = per_weight * tokens * projection_weights(cfg) + 10 * pairs * heads(cfg).0;
+    per_layer * cfg.num_hidden_layers as u64
+}
+
+/// FLOPs of the head's backward for `rows` rows: the input gradient, and the weight gradient
+/// when `weights_train`.
+pub fn head_backward_flops(cfg: &ModelConfig, rows: u64, weights_train: bool) -> u64 {
+    head_flops(cfg, rows) * if weights_train { 2 } else { 1 }
 }
 
 /// FLOPs of the decoder layers for `tokens` new tokens, each over `keys` key positions.
@@ -64,12 +110,7 @@ pub fn layer_flops(cfg: &ModelConfig, tokens: u64, keys: u64) -> u64 {
 /// FLOPs of the decoder layers for `tokens` new tokens that attend to `pairs` (query, key) pairs
 /// in all (a packed forward, where each token has its own number of keys).
 pub fn layer_flops_pairs(cfg: &ModelConfig, tokens: u64, pairs: u64) -> u64 {
-    let d = cfg.hidden_size as u64;
-    let hq = (cfg.num_attention_heads * cfg.head_dim()) as u64;
-    let hkv = (cfg.num_kv_heads() * cfg.head_dim()) as u64;
-    let i = cfg.intermediate_size as u64;
-    let projections = d * hq + 2 * d * hkv + hq * d + 3 * d * i;
-    let per_layer = 2 * tokens * projections + 4 * pairs * hq;
+    let per_layer = 2 * tokens * projection_weights(cfg) + 4 * pairs * heads(cfg).0;
     per_layer * cfg.num_hidden_layers as u64
 }
 
@@ -78,19 +119,52 @@ pub fn head_flops(cfg: &ModelConfig, rows: u64) -> u64 {
     2 * rows * (cfg.hidden_size * cfg.vocab_size) as u64
 }
 
-/// Count `flops` of a forward; `training`: the model records a graph.
-pub(crate) fn add(training: bool, flops: u64) {
-    let counter = if training { &TRAINING } else { &INFERENCE };
-    counter.fetch_add(flops, Ordering::Relaxed);
+/// Count a forward through the layers of `tokens` tokens over `pairs` (query, key) pairs;
+/// `training`: the model records a graph, and its backward is counted too (`weights_train`: the
+/// base weights get gradients).
+pub(crate) fn add_layers(cfg: &ModelConfig, tokens: u64, pairs: u64, training: Training) {
+    add(
+        training,
+        layer_flops_pairs(cfg, tokens, pairs),
+        layer_backward_flops(cfg, tokens, pairs, training == Training::Weights),
+    );
+}
+
+/// Count the head on `rows` rows (see [`add_layers`]).
+pub(crate) fn add_head(cfg: &ModelConfig, rows: u64, training: Training) {
+    add(
+        training,
+        head_flops(cfg, rows),
+        head_backward_flops(cfg, rows, training == Training::Weights),
+    );
+}
+
+/// Whether a forward records a graph, and what its backward computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Training {
+    /// No graph (sampling, scoring).
+    No,
+    /// A graph, the base weights frozen (LoRA): input gradients only.
+    Adapters,
+    /// A graph with gradients of the weights (full fine-tuning).
+    Weights,
+}
+
+fn add(training: Training, forward: u64, backward: u64) {
+    if training == Training::No {
+        INFERENCE.fetch_add(forward, Ordering::Relaxed);
+    } else {
+        TRAINING.fetch_add(forward, Ordering::Relaxed);
+        BACKWARD.fetch_add(backward, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn smollm2_135m_costs_two_flops_per_parameter_and_token_plus_attention() {
-        // SmolLM2-135M: D 576, I 1536, 30 layers, 9 query heads and 3 KV heads of 64, V 49152.
+    /// SmolLM2-135M: D 576, I 1536, 30 layers, 9 query heads and 3 KV heads of 64, V 49152.
+    fn smollm2() -> ModelConfig {
         let mut cfg = ModelConfig::tiny(49152);
         cfg.hidden_size = 576;
         cfg.intermediate_size = 1536;
@@ -98,6 +172,13 @@ mod tests {
         cfg.num_attention_heads = 9;
         cfg.num_key_value_heads = Some(3);
         cfg.head_dim = Some(64);
+        cfg
+    }
+
+    #[test]
+    fn smollm2_135m_costs_two_flops_per_parameter_and_token_plus_attention() {
+        // SmolLM2-135M: D 576, I 1536, 30 layers, 9 query heads and 3 KV heads of 64, V 49152.
+        let cfg = smollm2();
         // Per layer: q 576·576 + k, v 2·576·192 + o 576·576 + MLP 3·576·1536 = 3,538,944
         // parameters; 30 layers: 106,168,320.
         assert_eq!(layer_flops(&cfg, 1, 0), 2 * 106_168_320);
@@ -111,21 +192,44 @@ mod tests {
     }
 
     #[test]
-    fn training_forwards_count_three_times() {
+    fn the_total_adds_inference_forwards_and_backwards() {
         let c = FlopCount {
             inference: 10,
             training_forward: 7,
+            training_backward: 11,
         };
-        assert_eq!(c.with_backward(), 31);
+        assert_eq!(c.with_backward(), 28);
         assert_eq!(
             c.since(FlopCount {
                 inference: 4,
-                training_forward: 2
+                training_forward: 2,
+                training_backward: 1,
             }),
             FlopCount {
                 inference: 6,
-                training_forward: 5
+                training_forward: 5,
+                training_backward: 10,
             }
         );
+    }
+
+    #[test]
+    fn a_lora_backward_costs_the_input_gradients_and_a_full_one_the_weights_too() {
+        // SmolLM2-135M's 106,168,320 projection weights (above), 30 layers of 9 x 64 query
+        // heads: 10 tokens over 55 pairs (a causal 10 x 10 square's lower half, plus its
+        // diagonal). LoRA: 2 FLOPs per weight and token for dX, 10 per pair and query width for
+        // the attention backward; full fine-tuning adds 2 per weight and token for dW.
+        let cfg = smollm2();
+        let attention = 30 * 10 * 55 * 576;
+        assert_eq!(
+            layer_backward_flops(&cfg, 10, 55, false),
+            2 * 10 * 106_168_320 + attention
+        );
+        assert_eq!(
+            layer_backward_flops(&cfg, 10, 55, true),
+            4 * 10 * 106_168_320 + attention
+        );
+        assert_eq!(head_backward_flops(&cfg, 3, false), 2 * 3 * 28_311_552);
+        assert_eq!(head_backward_flops(&cfg, 3, true), 4 * 3 * 28_311_552);
     }
 }

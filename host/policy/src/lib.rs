@@ -32,6 +32,7 @@ pub mod policy;
 pub mod prefix_cache;
 pub mod sampling;
 pub mod scoring;
+pub mod shared_prefix;
 pub mod tokenizer;
 
 #[cfg(test)]
@@ -61,4 +62,5 @@ pub use sampling::{
     FinishReason, Sample, SamplingParams, sample, sample_cached, sample_constrained,
 };
 pub use scoring::{Scores, TokenBatch, hidden_states, score};
+pub use shared_prefix::distinct_prefix_tokens;
 pub use tokenizer::{Message, Role, Tokenizer};

@@ -4,7 +4,7 @@
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Shape, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::model::PROJECTIONS;
+use crate::config::PROJECTIONS;
 use crate::{PolicyError, Result};
 
 /// Which projections get LoRA adapters and how large they are (PEFT's `LoraConfig` fields).

@@ -15,15 +15,17 @@
 //! - `model/mask.rs`: the [`AttentionMask`] and rotary tables of one forward call.
 //! - `model/kv_cache.rs`: the per-layer [`KvCache`] of padded sampling.
 //! - `model/recompute.rs`: activation checkpointing of a layer.
+//! - `model/shared.rs`: the training forward over a batch's prefix tree (shared-prefix training).
 
 mod kv_cache;
 mod layer;
 mod linear;
 mod mask;
 mod recompute;
+mod shared;
 
 pub use kv_cache::KvCache;
-pub(crate) use layer::{DecoderLayer, PROJECTIONS, layer_projection_paths, projection_shapes};
+pub(crate) use layer::{DecoderLayer, layer_projection_paths, projection_shapes};
 pub(crate) use linear::Linear;
 pub use linear::{ModelParts, Weights};
 pub use mask::AttentionMask;
@@ -58,6 +60,8 @@ pub struct LlamaModel {
     /// Keep only each layer's input during training and recompute the layer in the backward
     /// ([`recompute`]).
     gradient_checkpointing: bool,
+    /// Score batches over their prefix tree ([`crate::shared_prefix`]) where it applies.
+    shared_prefixes: bool,
 }
 
 impl LlamaModel {
@@ -89,6 +93,7 @@ impl LlamaModel {
             dtype: compute_dtype(&device),
             fused: true,
             gradient_checkpointing: false,
+            shared_prefixes: true,
         })
     }
 
@@ -118,6 +123,7 @@ impl LlamaModel {
             dtype: self.dtype,
             fused: self.fused,
             gradient_checkpointing: self.gradient_checkpointing,
+            shared_prefixes: self.shared_prefixes,
         })
     }
 
@@ -234,9 +240,27 @@ impl LlamaModel {
         self.gradient_checkpointing
     }
 
-    /// Whether sampling may use the packed forward over cached segments ([`crate::packed`]):
-    /// the fused kernels on the CPU in f32.
-    pub(crate) fn packs(&self) -> bool {
+    /// The same model scoring batches over their prefix tree (on) or row by row, padded (off):
+    /// the same log-probs, values and gradients either way ([`crate::shared_prefix`]). On by
+    /// default.
+    pub fn with_shared_prefixes(&self, on: bool) -> Self {
+        let mut m = self.clone();
+        m.shared_prefixes = on;
+        m
+    }
+
+    /// Whether [`crate::score`], [`crate::Critic::values`] and [`crate::hidden_states`] compute
+    /// each distinct prefix of a batch once: when switched on, on the fused CPU kernels in f32,
+    /// without activation checkpointing (which keeps the padded path's memory bound).
+    pub fn shares_training_prefixes(&self) -> bool {
+        self.shared_prefixes && self.shares_prefixes() && !self.gradient_checkpointing
+    }
+
+    /// Whether [`crate::sample_cached`] can share prompt prefixes with this model: its packed
+    /// forward over cached segments ([`crate::packed`]) needs the fused kernels on the CPU in f32
+    /// (not a CUDA device, not a bf16 compute dtype). Callers decide on prefix sharing with it
+    /// once, before they make a [`crate::PrefixCache`].
+    pub fn shares_prefixes(&self) -> bool {
         self.fused
             && self.dtype == DType::F32
             && ops::fusable(&self.embed_tokens)
@@ -305,8 +329,8 @@ impl LlamaModel {
             x = self.layer_forward(layer, &x, mask, cache.as_deref_mut().map(|c| (c, i)))?;
         }
         let keys = cache.as_deref().map_or(t, KvCache::seq_len);
-        let flops = crate::flops::layer_flops(&self.cfg, (b * t) as u64, keys as u64);
-        crate::flops::add(self.records_graph(), flops);
+        let tokens = (b * t) as u64;
+        crate::flops::add_layers(&self.cfg, tokens, tokens * keys as u64, self.training());
         self.rms_norm(&x, &self.norm)
     }
 
@@ -317,6 +341,16 @@ impl LlamaModel {
             l.q_proj.weight.is_variable()
                 || l.q_proj.lora.as_ref().is_some_and(|a| a.a.is_variable())
         })
+    }
+
+    /// Whether a forward records a graph and what its backward computes (the FLOP counters).
+    pub(crate) fn training(&self) -> crate::flops::Training {
+        use crate::flops::Training;
+        match (self.records_graph(), self.frozen_base) {
+            (false, _) => Training::No,
+            (true, true) => Training::Adapters,
+            (true, false) => Training::Weights,
+        }
     }
 
     /// RMSNorm in f32 (fused on the CPU).
@@ -334,10 +368,7 @@ impl LlamaModel {
     pub fn lm_logits(&self, hidden: &Tensor) -> Result<Tensor> {
         let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         let rows = hidden.elem_count() / self.cfg.hidden_size.max(1);
-        crate::flops::add(
-            self.records_graph(),
-            crate::flops::head_flops(&self.cfg, rows as u64),
-        );
+        crate::flops::add_head(&self.cfg, rows as u64, self.training());
         let head = Linear {
             weight: w.clone(),
             bias: None,

@@ -1,10 +1,10 @@
 //! The packed forward for sampling with cached segments ([`crate::prefix_cache`]; prefix sharing
-//! in `docs/benchmarks.md`, "`bench iteration`"): the new tokens of every sequence in one `[N, D]`
-//! matrix (no padding: a prompt continuation of 200 tokens and a decode step of 1 ride together),
-//! each token at its own absolute position, each sequence reading its chain of cached segments in
-//! place ([`crate::ops::chain_attention`]). The new keys and values are appended to each
-//! sequence's own segment, whose room was reserved up front, so decoding never copies the cache.
-//! Fused CPU kernels in f32 only ([`LlamaModel::packs`]); no autograd.
+//! in `docs/ragen-semantics.md`, "Prefix sharing in rollouts"): the new tokens of every sequence in
+//! one `[N, D]` matrix (no padding: a prompt continuation of 200 tokens and a decode step of 1 ride
+//! together), each token at its own absolute position, each sequence reading its chain of cached
+//! segments in place ([`crate::ops::chain_attention`]). The new keys and values are appended to
+//! each sequence's own segment, whose room was reserved up front, so decoding never copies the
+//! cache. Fused CPU kernels in f32 only ([`LlamaModel::shares_prefixes`]); no autograd.
 
 use std::sync::Arc;
 
@@ -73,10 +73,7 @@ impl LlamaModel {
         }
         // A token at position p attends to p + 1 keys (its chain and itself).
         let pairs: u64 = positions.iter().map(|&p| u64::from(p) + 1).sum();
-        crate::flops::add(
-            self.records_graph(),
-            crate::flops::layer_flops_pairs(cfg, n as u64, pairs),
-        );
+        crate::flops::add_layers(cfg, n as u64, pairs, self.training());
         let last: Vec<u32> = want
             .iter()
             .map(|&s| (spans[s].t0 + spans[s].n - 1) as u32)

@@ -1,5 +1,5 @@
 //! Key/value caches kept across sampling calls and shared between rows: prefix caching for
-//! multi-turn rollouts (`docs/benchmarks.md`, "`bench iteration`"), used by
+//! multi-turn rollouts (`docs/ragen-semantics.md`, "Prefix sharing in rollouts"), used by
 //! [`crate::sample_cached`].
 //!
 //! The members of a RAGEN env group reset with the same seed, so their first-turn prompts are

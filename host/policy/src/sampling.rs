@@ -225,18 +225,18 @@ pub(crate) fn padded_session(
     Ok((first, Box::new(step)))
 }
 
-/// [`sample_constrained`] with prefix caching (`docs/benchmarks.md`, "`bench iteration`"):
-/// prompt parts that rows of this call share, or that an earlier call on `cache` already encoded
-/// (the history of a multi-turn trajectory), are not prefilled again; each row's keys and values
-/// are read in place from the shared and cached segments ([`crate::prefix_cache`]). The
-/// distributions sampled from are those of [`sample_constrained`] up to float rounding (per-token
-/// log-probs within 1e-4 on the default model, `tests::real_model`), so with the same seed the
-/// samples are the same except where a uniform draw falls within that rounding of the boundary
-/// between two tokens. Fused CPU f32 models only; on other devices and dtypes this is
-/// [`sample_constrained`] and `cache` is not used.
+/// [`sample_constrained`] with prefix caching (`docs/ragen-semantics.md`, "Prefix sharing in
+/// rollouts"): prompt parts that rows of this call share, or that an earlier call on `cache`
+/// already encoded (the history of a multi-turn trajectory), are not prefilled again; each row's
+/// keys and values are read in place from the shared and cached segments ([`crate::prefix_cache`]).
+/// The distributions sampled from are those of [`sample_constrained`] up to float rounding
+/// (per-token log-probs within 1e-4 on the default model, `tests::real_model`), so with the same
+/// seed the samples are the same except where a uniform draw falls within that rounding of the
+/// boundary between two tokens. Fused CPU f32 models only ([`LlamaModel::shares_prefixes`]): the
+/// caller decides whether to share prefixes, and runs [`sample_constrained`] when it cannot.
 ///
 /// # Errors
-/// As [`sample`].
+/// As [`sample`]; [`crate::PolicyError::InvalidArgument`] for a model that cannot share prefixes.
 pub fn sample_cached(
     model: &LlamaModel,
     tokenizer: &Tokenizer,
@@ -245,8 +245,11 @@ pub fn sample_cached(
     constraint: Option<&Constraint>,
     cache: &mut PrefixCache,
 ) -> Result<Vec<Sample>> {
-    if !model.packs() {
-        return sample_constrained(model, tokenizer, prompts, params, constraint);
+    if !model.shares_prefixes() {
+        return Err(PolicyError::arg(
+            "model",
+            "prefix sharing needs the fused CPU f32 model (LlamaModel::shares_prefixes)",
+        ));
     }
     validate(prompts, params)?;
     let b = prompts.len();

@@ -4,6 +4,7 @@ use candle_core::{D, DType, Device, Tensor};
 
 use crate::constrain::TokenKind;
 use crate::model::{AttentionMask, LlamaModel};
+use crate::shared_prefix::{NO_NODE, PrefixTree};
 use crate::{PolicyError, Result};
 
 /// A padded batch of token sequences for training.
@@ -161,7 +162,7 @@ impl TokenBatch {
             .count()
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let b = self.input_ids.len();
         let t = self.seq_len();
         if b == 0 || t < 2 {
@@ -267,19 +268,78 @@ pub fn hidden_states(model: &LlamaModel, batch: &TokenBatch) -> Result<Tensor> {
     model.forward_hidden(&batch.ids_tensor(device)?, &mask, None)
 }
 
+/// The final hidden states of a batch as rows of one `[M, D]` matrix: the padded `[B·T, D]`, or
+/// one row per node of the batch's prefix tree ([`LlamaModel::shares_training_prefixes`]).
+pub(crate) struct HiddenRows {
+    /// `[M, D]` f32.
+    pub(crate) rows: Tensor,
+    /// The tree's node of each cell, when shared.
+    nodes: Option<Vec<Vec<u32>>>,
+    t: usize,
+}
+
+impl HiddenRows {
+    /// The hidden states of `batch` under `model`, shared where the model shares prefixes.
+    pub(crate) fn of(model: &LlamaModel, batch: &TokenBatch) -> Result<Self> {
+        let t = batch.seq_len();
+        if model.shares_training_prefixes() {
+            batch.validate()?;
+            let tree = PrefixTree::new(batch);
+            let rows = model.forward_shared(&tree)?;
+            return Ok(Self {
+                rows,
+                nodes: Some(tree.node_of),
+                t,
+            });
+        }
+        let h = hidden_states(model, batch)?;
+        let d = h.dim(2)?;
+        Ok(Self {
+            rows: h.reshape((batch.batch_size() * t, d))?,
+            nodes: None,
+            t,
+        })
+    }
+
+    /// The row of cell (`r`, `c`) of the batch (any row at padding: never read for a loss).
+    pub(crate) fn row(&self, r: usize, c: usize) -> u32 {
+        match &self.nodes {
+            None => (r * self.t + c) as u32,
+            Some(n) => match n[r][c] {
+                NO_NODE => 0,
+                node => node,
+            },
+        }
+    }
+
+    /// `f` of every row `[M, ...]` laid out as the batch's `[B, T, ...]` cells.
+    pub(crate) fn cells(&self, f: &Tensor, b: usize) -> Result<Tensor> {
+        if self.nodes.is_none() {
+            return Ok(f.clone());
+        }
+        let idx: Vec<u32> = (0..b)
+            .flat_map(|r| (0..self.t).map(move |c| (r, c)))
+            .map(|(r, c)| self.row(r, c))
+            .collect();
+        let idx = Tensor::from_vec(idx, b * self.t, f.device())?;
+        Ok(f.index_select(&idx, 0)?)
+    }
+}
+
 /// Log-probs and entropy of the scored tokens of `batch`.
 ///
 /// The lm_head is applied only at the N positions whose next token is scored ([N, D] -> [N, V]),
 /// and results are scattered back to [B, T-1] with a differentiable `index_add`.
 /// Log-softmax and entropy subtract a detached max (as torch's `log_softmax` does; verl `torch_functional.py::entropy_from_logits`).
+/// Where the model shares prefixes ([`LlamaModel::shares_training_prefixes`]), each distinct prefix of the
+/// batch is computed once ([`crate::shared_prefix`]); the scores are the same.
 ///
 /// # Errors
 /// Invalid batch; tensor errors.
 pub fn score(model: &LlamaModel, batch: &TokenBatch) -> Result<Scores> {
-    let hidden = hidden_states(model, batch)?;
+    let hidden = HiddenRows::of(model, batch)?;
     let device = model.device().clone();
     let (b, t) = (batch.batch_size(), batch.seq_len());
-    let d = model.config().hidden_size;
     // Constrained decoding hook ([`crate::constrain`]): free tokens use the full softmax, choice
     // tokens the softmax over their allowed set; forced tokens are left at 0 (no gradient).
     let mut free = Positions::default();
@@ -290,7 +350,7 @@ pub fn score(model: &LlamaModel, batch: &TokenBatch) -> Result<Scores> {
             if lm[p + 1] == 0 {
                 continue;
             }
-            let at = ((r * t + p) as u32, (r * (t - 1) + p) as u32, ids[p + 1]);
+            let at = (hidden.row(r, p), (r * (t - 1) + p) as u32, ids[p + 1]);
             match batch.kind(r, p + 1) {
                 TokenKind::Free => free.push(at),
                 TokenKind::Forced => {}
@@ -306,7 +366,7 @@ pub fn score(model: &LlamaModel, batch: &TokenBatch) -> Result<Scores> {
     if free.src.is_empty() && choice.src.is_empty() {
         // Nothing (or only forced tokens) scored: zero tensors still connected to the graph
         // through `hidden`.
-        let z = (hidden.sum_all()? * 0.0)?.broadcast_add(&zeros.reshape((b, t - 1))?)?;
+        let z = (hidden.rows.sum_all()? * 0.0)?.broadcast_add(&zeros.reshape((b, t - 1))?)?;
         return Ok(Scores {
             logprobs: z.clone(),
             entropy: z,
@@ -314,7 +374,7 @@ pub fn score(model: &LlamaModel, batch: &TokenBatch) -> Result<Scores> {
         });
     }
     let (mut logprobs, mut entropy) = (zeros.clone(), zeros);
-    let h = hidden.reshape((b * t, d))?;
+    let h = &hidden.rows;
     for (pos, sets) in [(free, None), (choice, Some(&allowed))] {
         if pos.src.is_empty() {
             continue;
@@ -326,6 +386,7 @@ pub fn score(model: &LlamaModel, batch: &TokenBatch) -> Result<Scores> {
         let (lp, ent) = match sets {
             // lm_head, log-softmax and entropy in row chunks: no [N, V] logits tensor.
             None if model.fuse_logprobs(&hs) => {
+                crate::flops::add_head(model.config(), n as u64, model.training());
                 let out = crate::ops::token_logprobs(&hs, model.lm_head_weight(), pos.targets)?;
                 (
                     out.narrow(1, 0, 1)?.squeeze(1)?.contiguous()?,

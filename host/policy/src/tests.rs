@@ -12,6 +12,7 @@ mod optim;
 mod real_model;
 mod recompute;
 mod sampling;
+mod shared_prefix;
 mod tokenizer;
 
 use candle_core::{Device, Tensor};

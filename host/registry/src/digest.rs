@@ -25,24 +25,59 @@ impl Digest {
     /// Parse `sha256:<hex>` or bare `<hex>` (64 hex digits, either case).
     ///
     /// # Errors
-    /// A message naming what is wrong.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// A [`DigestError`] naming what is wrong.
+    pub fn parse(s: &str) -> Result<Self, DigestError> {
         let hex_part = match s.split_once(':') {
             Some(("sha256", h)) => h,
-            Some((alg, _)) => return Err(format!("unsupported digest algorithm `{alg}`")),
+            Some((alg, _)) => {
+                return Err(DigestError::Algorithm {
+                    algorithm: alg.to_string(),
+                });
+            }
             None => s,
         };
         if hex_part.len() != 64 {
-            return Err(format!(
-                "a sha256 digest has 64 hex digits, `{hex_part}` has {}",
-                hex_part.len()
-            ));
+            return Err(DigestError::Length {
+                hex: hex_part.to_string(),
+                len: hex_part.len(),
+            });
         }
         let mut out = [0u8; 32];
-        hex::decode_to_slice(hex_part.to_ascii_lowercase(), &mut out)
-            .map_err(|e| format!("`{hex_part}` is not hex: {e}"))?;
+        hex::decode_to_slice(hex_part.to_ascii_lowercase(), &mut out).map_err(|error| {
+            DigestError::NotHex {
+                hex: hex_part.to_string(),
+                error,
+            }
+        })?;
         Ok(Self(out))
     }
+}
+
+/// Why a string is not a [`Digest`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DigestError {
+    /// An algorithm other than sha256.
+    #[error("unsupported digest algorithm `{algorithm}`")]
+    Algorithm {
+        /// The algorithm as written.
+        algorithm: String,
+    },
+    /// Not 64 digits.
+    #[error("a sha256 digest has 64 hex digits, `{hex}` has {len}")]
+    Length {
+        /// The digits as written.
+        hex: String,
+        /// Their number.
+        len: usize,
+    },
+    /// 64 characters that are not all hex digits.
+    #[error("`{hex}` is not hex: {error}")]
+    NotHex {
+        /// The digits as written.
+        hex: String,
+        /// The decoder's complaint (the first bad character).
+        error: hex::FromHexError,
+    },
 }
 
 impl fmt::Display for Digest {
@@ -58,8 +93,8 @@ impl fmt::Debug for Digest {
 }
 
 impl FromStr for Digest {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = DigestError;
+    fn from_str(s: &str) -> Result<Self, DigestError> {
         Self::parse(s)
     }
 }
@@ -94,12 +129,24 @@ mod tests {
 
     #[test]
     fn bad_digests_name_the_problem() {
-        assert!(Digest::parse("sha512:00").unwrap_err().contains("sha512"));
-        assert!(Digest::parse("sha256:abc").unwrap_err().contains("64 hex"));
-        assert!(
-            Digest::parse(&"zz".repeat(32))
-                .unwrap_err()
-                .contains("not hex")
+        let err = |s: &str| Digest::parse(s).unwrap_err();
+        assert_eq!(
+            err("sha512:00"),
+            DigestError::Algorithm {
+                algorithm: "sha512".into()
+            }
         );
+        assert!(err("sha512:00").to_string().contains("sha512"));
+        assert_eq!(
+            err("sha256:abc"),
+            DigestError::Length {
+                hex: "abc".into(),
+                len: 3
+            }
+        );
+        assert!(err("sha256:abc").to_string().contains("64 hex"));
+        let zz = "zz".repeat(32);
+        assert!(matches!(err(&zz), DigestError::NotHex { hex, .. } if hex == zz));
+        assert!(err(&zz).to_string().contains("not hex"));
     }
 }

@@ -34,7 +34,7 @@ pub mod resolve;
 
 pub use artifact::{WasmComponentInfo, WasmConfig};
 pub use cache::PluginCache;
-pub use digest::Digest;
+pub use digest::{Digest, DigestError};
 pub use error::{LockError, RegistryError};
 pub use lock::{LOCK_FILE_NAME, LockFile, LockedPlugin, PluginRole};
 pub use reference::PluginRef;

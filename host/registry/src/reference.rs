@@ -110,7 +110,7 @@ impl FromStr for PluginRef {
             // The digest first, so a short one is named as such (the OCI parser's own message
             // only says the reference is invalid).
             if let Some((_, d)) = rest.split_once('@') {
-                Digest::parse(d).map_err(invalid)?;
+                Digest::parse(d).map_err(|e| invalid(e.to_string()))?;
             }
             let r = Reference::try_from(rest).map_err(|e| invalid(e.to_string()))?;
             return Ok(PluginRef::Oci(r));
@@ -123,7 +123,7 @@ impl FromStr for PluginRef {
             let pin = match url.fragment() {
                 None => None,
                 Some(f) => match f.strip_prefix("sha256=") {
-                    Some(h) => Some(Digest::parse(h).map_err(invalid)?),
+                    Some(h) => Some(Digest::parse(h).map_err(|e| invalid(e.to_string()))?),
                     None => {
                         return Err(invalid(format!(
                             "the fragment `#{f}` is not a `#sha256=<hex>` pin"

@@ -255,14 +255,15 @@ impl Resolver {
             "pull",
         )?;
         // A manifest named by digest is immutable: take it from the cache when we have it.
-        let pinned_manifest = image
-            .digest()
-            .map(Digest::parse)
-            .transpose()
-            .map_err(|reason| InvalidReference {
-                reference: shown.to_string(),
-                reason,
-            })?;
+        let pinned_manifest =
+            image
+                .digest()
+                .map(Digest::parse)
+                .transpose()
+                .map_err(|e| InvalidReference {
+                    reference: shown.to_string(),
+                    reason: e.to_string(),
+                })?;
         let cached_manifest = pinned_manifest
             .as_ref()
             .and_then(|d| self.cache.get_kind(Kind::OciManifest, d).map(|m| (m, *d)));
@@ -273,9 +274,9 @@ impl Resolver {
         let manifest = parse_manifest(shown, &raw)?;
         let layer = check_manifest(shown, &manifest, net.grants())?;
         let layer_digest =
-            Digest::parse(&layer.digest).map_err(|reason| RegistryError::NotAWasmArtifact {
+            Digest::parse(&layer.digest).map_err(|e| RegistryError::NotAWasmArtifact {
                 reference: shown.to_string(),
-                reason: format!("layer digest: {reason}"),
+                reason: format!("layer digest: {e}"),
             })?;
         check_lock(&layer_digest)?;
         let (bytes, origin) = match self.cache.get(&layer_digest) {

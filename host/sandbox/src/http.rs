@@ -73,27 +73,59 @@ pub struct HostPort {
     pub port: u16,
 }
 
+/// Why a string is not a [`HostPort`]; each names the input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostPortError {
+    /// No `:PORT`.
+    #[error("`{input}` is not `HOST:PORT`")]
+    NotHostPort {
+        /// The string as given.
+        input: String,
+    },
+    /// A `[` without `]:PORT`.
+    #[error("`{input}` is not `[IPV6]:PORT`")]
+    NotIpv6HostPort {
+        /// The string as given.
+        input: String,
+    },
+    /// An empty host, or one with `/`, `@` or a space.
+    #[error("`{input}` has an invalid host")]
+    Host {
+        /// The string as given.
+        input: String,
+    },
+    /// A port that is not a number in `0..=65535`.
+    #[error("`{input}` has an invalid port `{port}`")]
+    Port {
+        /// The string as given.
+        input: String,
+        /// The port as written.
+        port: String,
+    },
+}
+
 impl HostPort {
     /// Parse `HOST:PORT`.
     ///
     /// # Errors
-    /// A message naming the input when the port is missing or not a number, or the host is empty.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// A [`HostPortError`] naming the input when the port is missing or not a number, or the host
+    /// is empty.
+    pub fn parse(s: &str) -> Result<Self, HostPortError> {
+        let input = || s.to_string();
         let (host, port) = if let Some(rest) = s.strip_prefix('[') {
-            let (h, p) = rest
-                .split_once("]:")
-                .ok_or_else(|| format!("`{s}` is not `[IPV6]:PORT`"))?;
-            (h, p)
+            rest.split_once("]:")
+                .ok_or_else(|| HostPortError::NotIpv6HostPort { input: input() })?
         } else {
             s.rsplit_once(':')
-                .ok_or_else(|| format!("`{s}` is not `HOST:PORT`"))?
+                .ok_or_else(|| HostPortError::NotHostPort { input: input() })?
         };
         if host.is_empty() || host.contains(['/', '@', ' ']) {
-            return Err(format!("`{s}` has an invalid host"));
+            return Err(HostPortError::Host { input: input() });
         }
-        let port: u16 = port
-            .parse()
-            .map_err(|_| format!("`{s}` has an invalid port `{port}`"))?;
+        let port: u16 = port.parse().map_err(|_| HostPortError::Port {
+            input: input(),
+            port: port.to_string(),
+        })?;
         Ok(Self {
             host: host.to_ascii_lowercase(),
             port,
@@ -134,7 +166,7 @@ impl HostPort {
             authority.contains(':')
         };
         if has_port {
-            Self::parse(authority).map_err(HttpError::InvalidRequest)
+            Self::parse(authority).map_err(|e| HttpError::InvalidRequest(e.to_string()))
         } else {
             let host = authority.trim_start_matches('[').trim_end_matches(']');
             Ok(Self {
@@ -304,8 +336,24 @@ mod tests {
         );
         assert!(HostPort::of_url("file:///etc/passwd").is_err());
         assert!(HostPort::of_url("http:///x").is_err());
-        assert!(HostPort::parse("nohost").is_err());
-        assert!(HostPort::parse("h:99999").is_err());
+        assert_eq!(
+            HostPort::parse("nohost"),
+            Err(HostPortError::NotHostPort {
+                input: "nohost".into()
+            })
+        );
+        assert_eq!(
+            HostPort::parse("h:99999").unwrap_err().to_string(),
+            "`h:99999` has an invalid port `99999`"
+        );
+        assert!(matches!(
+            HostPort::parse("[::1]8080"),
+            Err(HostPortError::NotIpv6HostPort { .. })
+        ));
+        assert!(matches!(
+            HostPort::parse("a@b:80"),
+            Err(HostPortError::Host { .. })
+        ));
     }
 
     #[test]

@@ -48,7 +48,9 @@ pub use cache::default_cache_dir;
 pub use env::WasmEnv;
 pub use error::LoadError;
 pub use grants::Grants;
-pub use http::{CapabilityGranter, HostPort, HttpError, HttpRequest, HttpResponse, HttpTransport};
+pub use http::{
+    CapabilityGranter, HostPort, HostPortError, HttpError, HttpRequest, HttpResponse, HttpTransport,
+};
 pub use http_reqwest::ReqwestTransport;
 pub use inspect::{PluginInfo, inspect_bytes, sha256_hex};
 pub use limits::SandboxConfig;

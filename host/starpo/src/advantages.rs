@@ -306,7 +306,7 @@ pub fn old_logp_metrics(samples: &[TrainSample], old_logp: &[Vec<f32>], m: &mut 
     m.extend(rollout_probs_diff(samples, old_logp));
 }
 
-/// Score `samples` in micro-batches of `actor.micro_batch_size` with the scorers `passes` asks
+/// Score `samples` in the passes of [`crate::passes::plan`] with the scorers `passes` asks
 /// for (old log-probs, values) and the reference, then compute the advantages
 /// (`docs/ragen-semantics.md` §1 steps 4 and 5), unless they need values the update's critic
 /// forward will supply (GAE without the values pass: `advantages` is then empty and
@@ -330,8 +330,13 @@ pub fn estimate(
     let critic = scorers.critic.filter(|_| passes.values);
     if passes.old_logp || scorers.reference.is_some() || critic.is_some() {
         let mut scored = 0;
-        for chunk in samples.chunks(cfg.actor.micro_batch_size) {
-            let refs: Vec<&TrainSample> = chunk.iter().collect();
+        let (a, idx) = (&cfg.actor, (0..samples.len()).collect::<Vec<usize>>());
+        for pass in crate::passes::plan(samples, &idx, a.micro_batch_size, a.max_tokens_per_pass) {
+            let refs: Vec<&TrainSample> = pass
+                .iter()
+                .flat_map(|mc| mc.iter())
+                .map(|&i| &samples[i])
+                .collect();
             let batch = token_batch(&refs, scorers.pad_id)?;
             if passes.old_logp {
                 let lp = pol::score(scorers.actor, &batch)?.logprobs;
@@ -344,7 +349,7 @@ pub fn estimate(
                 let v = c.values(&batch)?.detach();
                 values.extend(rows_of(&v.narrow(1, 0, batch.seq_len() - 1)?, &refs)?);
             }
-            scored += chunk.len();
+            scored += refs.len();
             on_progress(scored);
         }
     }

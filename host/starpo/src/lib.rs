@@ -4,7 +4,7 @@
 //! state manager) with [`prompt`] (the context manager: layout, parser, tokenizer interface),
 //! [`rewards`] (reward functions, score normalisation), [`filter`] (StarPO-S), [`batch`]
 //! (training sequences and masks), [`advantages`] (log-probs, GAE / GRPO), [`losses`] and
-//! [`update`] (PPO), [`validate`]; [`trainer`] runs them and emits [`events`]. [`sft`] fine-tunes
+//! [`update`] (PPO), [`validation`]; [`trainer`] runs them and emits [`events`]. [`sft`] fine-tunes
 //! on an env expert's demonstrations before RL. Semantics follow
 //! RAGEN v1 (arXiv 2504.20073), summarised in `docs/ragen-semantics.md`.
 //!
@@ -33,6 +33,8 @@ pub mod metrics;
 #[cfg(feature = "trainer")]
 pub mod models;
 #[cfg(feature = "trainer")]
+pub mod passes;
+#[cfg(feature = "trainer")]
 pub mod policy_adapter;
 pub mod prompt;
 pub mod pyfloat;
@@ -50,7 +52,7 @@ pub mod trainer;
 #[cfg(feature = "trainer")]
 pub mod update;
 #[cfg(feature = "trainer")]
-pub mod validate;
+pub mod validation;
 
 #[cfg(feature = "trainer")]
 pub use action_constraint::action_constraint;
@@ -70,6 +72,6 @@ pub use run_dir::{RunDir, RunInfo, TrainerState};
 #[cfg(feature = "trainer")]
 pub use trainer::{TrainSetup, Trainer};
 #[cfg(feature = "trainer")]
-pub use validate::{EvalResult, evaluate, evaluate_with};
+pub use validation::{EvalResult, evaluate, evaluate_with};
 #[cfg(feature = "trainer")]
 pub use sft::{Demonstrations, SftSetup, SftTrainer};

@@ -1,5 +1,7 @@
 //! The candle policy as the rollout's [`Generator`] and [`Tokenize`].
 
+use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::prompt::{Message, Role, TokenOrigin, TokenTrace, Tokenize, TokenizeError};
 use crate::rollout::{GenerateError, Generation, GenerationParams, Generator};
 use ragen_gym_policy as pol;
@@ -53,6 +55,44 @@ impl Tokenize for PolicyTokenizer<'_> {
     }
 }
 
+/// Whether a run's rollouts share prompt prefixes (`docs/ragen-semantics.md` §11, "Prefix
+/// sharing"): decided once per run, by [`PrefixSharing::decide`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixSharing {
+    /// Every prompt is prefilled whole: the config turns sharing off, or the model cannot share.
+    Off,
+    /// Shared and cached prefixes, the cache's entries kept up to `cache_bytes`.
+    On {
+        /// `[rollout] prefix_cache_mib` in bytes.
+        cache_bytes: usize,
+    },
+}
+
+impl PrefixSharing {
+    /// The one decision: on when `[rollout] prefix_sharing` asks for it and the policy can share
+    /// prefixes with `model` (the fused CPU f32 model, [`pol::LlamaModel::shares_prefixes`]).
+    /// When the config asks and the model cannot (a CUDA device, a bf16 compute dtype), it logs
+    /// one warning and the run samples without sharing, and so without the sharing metrics.
+    pub fn decide(cfg: &Config, model: &pol::LlamaModel) -> Self {
+        if !cfg.rollout.prefix_sharing {
+            return Self::Off;
+        }
+        if !model.shares_prefixes() {
+            tracing::warn!(
+                device = %pol::device_label(model.device()),
+                dtype = ?model.compute_dtype(),
+                "rollout.prefix_sharing is on, but prefix sharing runs only on the CPU in f32: \
+                 sampling without it (no rollout/prefilled_token_frac or \
+                 rollout/prefix_cache_peak_mib metrics)"
+            );
+            return Self::Off;
+        }
+        Self::On {
+            cache_bytes: cfg.rollout.prefix_cache_mib << 20,
+        }
+    }
+}
+
 /// Samples with a (detached) model view.
 pub struct PolicyGenerator<'a> {
     /// The sampling model (sees every optimiser step when it is a [`pol::Policy::sampler`] view).
@@ -61,16 +101,49 @@ pub struct PolicyGenerator<'a> {
     pub tokenizer: PolicyTokenizer<'a>,
     /// Constrained action decoding (`docs/ragen-semantics.md` §5), when the run has it on.
     pub constraint: Option<&'a pol::Constraint>,
-    /// Prefix sharing (`docs/benchmarks.md`, "`bench iteration`"), when the run has it on: one
-    /// cache for one rollout (the weights do not change during it), made by [`prefix_cache`].
-    pub prefix_cache: Option<pol::PrefixCache>,
+    /// The prefix cache when sharing is [`PrefixSharing::On`]: one cache for one rollout (the
+    /// weights do not change during it).
+    prefix_cache: Option<pol::PrefixCache>,
 }
 
-/// The prefix cache of one rollout when `[rollout] prefix_sharing` is on.
-pub fn prefix_cache(cfg: &crate::Config) -> Option<pol::PrefixCache> {
-    cfg.rollout
-        .prefix_sharing
-        .then(|| pol::PrefixCache::new(cfg.rollout.prefix_cache_mib << 20))
+impl<'a> PolicyGenerator<'a> {
+    /// A generator for one rollout: `model` a detached view ([`pol::Policy::sampler`]), decoding
+    /// under `constraint` when the run has one, sharing prefixes as `sharing` decided.
+    pub fn new(
+        model: pol::LlamaModel,
+        tokenizer: &'a pol::Tokenizer,
+        constraint: Option<&'a pol::Constraint>,
+        sharing: PrefixSharing,
+    ) -> Self {
+        let prefix_cache = match sharing {
+            PrefixSharing::Off => None,
+            PrefixSharing::On { cache_bytes } => Some(pol::PrefixCache::new(cache_bytes)),
+        };
+        Self {
+            model,
+            tokenizer: PolicyTokenizer(tokenizer),
+            constraint,
+            prefix_cache,
+        }
+    }
+
+    /// The metrics of prefix sharing over the calls so far, when it ran (none without it):
+    /// `rollout/prefilled_token_frac`, the share of the prompt tokens that went through the model
+    /// (the rest were read from shared or cached prefixes; without sharing every prompt token is
+    /// prefilled), and `rollout/prefix_cache_peak_mib`, the most MiB of keys and values the cache
+    /// held at once.
+    pub fn prefix_sharing_metrics(&self) -> Metrics {
+        let mut m = Metrics::new();
+        if let Some(st) = self.prefix_cache.as_ref().map(pol::PrefixCache::stats) {
+            let frac = st.prefilled_tokens as f64 / st.prompt_tokens.max(1) as f64;
+            m.insert("rollout/prefilled_token_frac".into(), frac);
+            m.insert(
+                "rollout/prefix_cache_peak_mib".into(),
+                st.peak_bytes as f64 / 1048576.0,
+            );
+        }
+        m
+    }
 }
 
 fn origin(kind: &pol::TokenKind) -> TokenOrigin {

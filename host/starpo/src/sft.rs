@@ -26,11 +26,13 @@ use crate::events::{Emitter, Phase, Reporter, Split, TrainEvent};
 use crate::losses::masked_mean;
 use crate::metrics::Metrics;
 use crate::models::Models;
+use crate::passes::Pass;
+use crate::policy_adapter::{PolicyGenerator, PrefixSharing};
 use crate::rollout::{EnvFactory, EnvPool, RolloutParams, answer_joiner, expert_rollout};
 use crate::run_dir::{RunDir, RunInfo, TrainerState};
 use crate::seeds::validation_sampler_seed;
 use crate::update::accumulate_and_step;
-use crate::validate::evaluate;
+use crate::validation::evaluate;
 use ragen_gym_core::{Trajectory, splitmix64};
 use ragen_gym_policy as pol;
 use std::path::PathBuf;
@@ -74,6 +76,7 @@ pub struct SftTrainer {
     models: Models,
     val_pool: EnvPool,
     constraint: Option<pol::Constraint>,
+    prefix_sharing: PrefixSharing,
     run: RunDir,
     info: RunInfo,
     demos: Vec<Trajectory>,
@@ -113,6 +116,7 @@ impl SftTrainer {
         )
         .map_err(|e| TrainError::Demonstrations(Box::new(e)))?;
         let val_pool = EnvPool::from_factory(&setup.make_env, cfg.val_batch_size())?;
+        let prefix_sharing = PrefixSharing::decide(&cfg, &models.policy.sampler());
         run.write_config(&cfg)?;
         let info = RunInfo {
             env_id: spec.id.clone(),
@@ -127,6 +131,7 @@ impl SftTrainer {
             models,
             val_pool,
             constraint,
+            prefix_sharing,
             run,
             info,
             demos,
@@ -240,19 +245,24 @@ impl SftTrainer {
             let policy = &self.models.policy;
             let samples = &self.samples;
             let mut loss = 0.0;
+            let passes: Vec<Pass<'_>> = mb.chunks(micro).map(|c| vec![c]).collect();
             let norm = accumulate_and_step(
                 policy.params(),
                 &mut self.models.actor_opt,
                 self.lr,
                 self.cfg.actor.grad_clip,
-                mb,
-                micro,
-                |mc| {
-                    let refs: Vec<&TrainSample> = mc.iter().map(|&i| &samples[i]).collect();
-                    let sc = pol::score(policy.model(), &token_batch(&refs, pad)?)?;
-                    let nll = masked_mean(&sc.logprobs, &sc.mask)?.neg()?;
-                    loss += f64::from(nll.to_scalar::<f32>()?) * mc.len() as f64;
-                    Ok(nll)
+                &passes,
+                passes.len(),
+                |pass| {
+                    let mut out = Vec::with_capacity(pass.len());
+                    for mc in pass {
+                        let refs: Vec<&TrainSample> = mc.iter().map(|&i| &samples[i]).collect();
+                        let sc = pol::score(policy.model(), &token_batch(&refs, pad)?)?;
+                        let nll = masked_mean(&sc.logprobs, &sc.mask)?.neg()?;
+                        loss += f64::from(nll.to_scalar::<f32>()?) * mc.len() as f64;
+                        out.push(nll);
+                    }
+                    Ok(out)
                 },
             )?;
             loss_sum += loss / mb.len() as f64;
@@ -276,11 +286,15 @@ impl SftTrainer {
     fn validate(&mut self, it: u32, m: &mut Metrics, ev: &mut Emitter<'_>) -> Result<(), TrainError> {
         let t = Instant::now();
         ev.phase(it, Phase::Validation, self.val_pool.len());
-        let r = evaluate(
-            &self.cfg,
-            &self.models.policy.sampler(),
+        let mut generator = PolicyGenerator::new(
+            self.models.policy.sampler(),
             self.models.policy.tokenizer(),
             self.constraint.as_ref(),
+            self.prefix_sharing,
+        );
+        let r = evaluate(
+            &self.cfg,
+            &mut generator,
             &mut self.val_pool,
             validation_sampler_seed(self.cfg.seed.sampler, it),
             &mut ev.progress(it, Phase::Validation),

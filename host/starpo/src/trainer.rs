@@ -15,11 +15,12 @@ use crate::error::TrainError;
 use crate::events::{Emitter as Events, Phase, Reporter, Split, TrainEvent};
 use crate::metrics::Metrics;
 use crate::models::Models;
+use crate::policy_adapter::{PolicyGenerator, PrefixSharing};
 use crate::rollout::{EnvFactory, EnvPool};
 use crate::run_dir::{RunDir, RunInfo, TrainerState};
 use crate::seeds::validation_sampler_seed;
 use crate::update::{actor_micro_batches, update};
-use crate::validate::evaluate;
+use crate::validation::evaluate;
 use ragen_gym_core::RewardFunction;
 use ragen_gym_policy as pol;
 use std::path::{Path, PathBuf};
@@ -56,6 +57,8 @@ pub struct Trainer {
     reward_functions: Vec<Box<dyn RewardFunction>>,
     /// Constrained action decoding (`docs/ragen-semantics.md` §5), when on.
     constraint: Option<pol::Constraint>,
+    /// Whether rollouts share prompt prefixes, decided once for the run.
+    prefix_sharing: PrefixSharing,
     run: RunDir,
     info: RunInfo,
     resumed: bool,
@@ -75,6 +78,7 @@ impl Trainer {
         let train_pool = EnvPool::from_factory(&setup.make_env, cfg.train_batch_size())?;
         let val_pool = EnvPool::from_factory(&setup.make_env, cfg.val_batch_size())?;
         let constraint = action_constraint(&cfg, train_pool.spec(), models.policy.tokenizer())?;
+        let prefix_sharing = PrefixSharing::decide(&cfg, &models.policy.sampler());
         run.write_config(&cfg)?;
         let info = RunInfo {
             env_id: train_pool.spec().id.clone(),
@@ -91,6 +95,7 @@ impl Trainer {
             val_pool,
             reward_functions: setup.reward_functions,
             constraint,
+            prefix_sharing,
             run,
             info,
             resumed: setup.resume,
@@ -114,6 +119,11 @@ impl Trainer {
         &self.info
     }
 
+    /// The policy's model hyper-parameters.
+    pub fn model_config(&self) -> &pol::ModelConfig {
+        self.models.policy.model().config()
+    }
+
     /// Train until `trainer.total_training_steps`, reporting every event to `reporter`.
     pub fn train(&mut self, reporter: &mut dyn Reporter) -> Result<(), TrainError> {
         let mut ev = Events::new(reporter);
@@ -128,7 +138,7 @@ impl Trainer {
         ev.check()?;
         if self.iteration == 0 && self.cfg.trainer.val_before_train {
             let mut m = Metrics::new();
-            self.validate(0, &mut m, &mut ev)?;
+            self.run_validation(0, &mut m, &mut ev)?;
             ev.emit(TrainEvent::Metrics {
                 iteration: 0,
                 metrics: &m,
@@ -142,7 +152,7 @@ impl Trainer {
             let last = it == total;
             let tf = self.cfg.trainer.test_freq;
             if last || (tf > 0 && it.is_multiple_of(tf)) {
-                self.validate(it, &mut m, &mut ev)?;
+                self.run_validation(it, &mut m, &mut ev)?;
             }
             self.iteration = it;
             let sf = self.cfg.trainer.save_freq;
@@ -222,7 +232,7 @@ impl Trainer {
     }
 
     /// The validation protocol; its `val-env/*` metrics and `timing_s/testing` go into `m`.
-    fn validate(
+    fn run_validation(
         &mut self,
         it: u32,
         m: &mut Metrics,
@@ -230,11 +240,15 @@ impl Trainer {
     ) -> Result<(), TrainError> {
         let t = Instant::now();
         ev.phase(it, Phase::Validation, self.val_pool.len());
-        let r = evaluate(
-            &self.cfg,
-            &self.models.policy.sampler(),
+        let mut generator = PolicyGenerator::new(
+            self.models.policy.sampler(),
             self.models.policy.tokenizer(),
             self.constraint.as_ref(),
+            self.prefix_sharing,
+        );
+        let r = evaluate(
+            &self.cfg,
+            &mut generator,
             &mut self.val_pool,
             validation_sampler_seed(self.cfg.seed.sampler, it),
             &mut ev.progress(it, Phase::Validation),

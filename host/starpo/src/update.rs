@@ -10,6 +10,7 @@ use crate::advantages::{Estimates, old_logp_metrics};
 use crate::batch::TrainSample;
 use crate::config::{Config, WarmupStyle};
 use crate::metrics::Metrics;
+use crate::passes::Pass;
 use ragen_gym_policy::{self as pol, Tensor};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -53,22 +54,31 @@ impl Means {
 }
 
 /// The gradients of one mini-batch, aggregated as verl does (`dp_actor.py::update_policy`,
-/// `dp_critic.py::update_critic`): for each micro-batch of `micro` indices, `loss_of(indices)`
-/// (a token-mean over that micro-batch) is divided by the number of micro-batches and
-/// backpropagated, and the gradients are summed. Returns the summed gradients (`None` for an
+/// `dp_critic.py::update_critic`): each micro-batch's loss (a token-mean over that micro-batch)
+/// is divided by the number of micro-batches `accum` and backpropagated, and the gradients are
+/// summed. The micro-batches come in [`passes`]: `losses_of(pass)` runs one forward over the
+/// pass and returns each of its micro-batches' losses; their weighted sum is backpropagated once
+/// per pass, which gives the same sum of gradients. Returns the summed gradients (`None` for an
 /// empty mini-batch) and the summed divided losses.
 pub fn accumulate(
     params: &[pol::NamedParam],
-    mini_batch: &[usize],
-    micro: usize,
-    mut loss_of: impl FnMut(&[usize]) -> pol::Result<Tensor>,
+    passes: &[Pass<'_>],
+    accum: usize,
+    mut losses_of: impl FnMut(&Pass<'_>) -> pol::Result<Vec<Tensor>>,
 ) -> pol::Result<(Option<pol::ParamGrads>, f64)> {
-    let accum = mini_batch.len().div_ceil(micro) as f64;
     let mut grads: Option<pol::ParamGrads> = None;
     let mut total = 0.0;
-    for mc in mini_batch.chunks(micro) {
-        let loss = (loss_of(mc)? / accum)?;
-        total += f64::from(loss.to_dtype(pol::DType::F32)?.to_scalar::<f32>()?);
+    for pass in passes {
+        let mut loss: Option<Tensor> = None;
+        for l in losses_of(pass)? {
+            let l = (l / accum as f64)?;
+            total += f64::from(l.to_dtype(pol::DType::F32)?.to_scalar::<f32>()?);
+            loss = Some(match loss {
+                None => l,
+                Some(sum) => (sum + l)?,
+            });
+        }
+        let Some(loss) = loss else { continue };
         let store = loss.backward()?;
         match &mut grads {
             None => grads = Some(pol::ParamGrads::from_store(store, params)),
@@ -86,11 +96,11 @@ pub fn accumulate_and_step(
     opt: &mut pol::AdamW,
     lr: f64,
     grad_clip: f64,
-    mini_batch: &[usize],
-    micro: usize,
-    loss_of: impl FnMut(&[usize]) -> pol::Result<Tensor>,
+    passes: &[Pass<'_>],
+    accum: usize,
+    losses_of: impl FnMut(&Pass<'_>) -> pol::Result<Vec<Tensor>>,
 ) -> pol::Result<f64> {
-    let (Some(mut g), _) = accumulate(params, mini_batch, micro, loss_of)? else {
+    let (Some(mut g), _) = accumulate(params, passes, accum, losses_of)? else {
         return Ok(0.0);
     };
     let norm = pol::clip_grad_norm(&mut g, grad_clip)?;
@@ -264,12 +274,11 @@ fn kl_diagnostic(
         return Ok(());
     }
     let t = Instant::now();
-    let micro = batch.cfg.actor.micro_batch_size;
     let kl = kl_after_update(
         &policy.sampler(),
+        batch.cfg,
         batch.samples,
         old_logp,
-        micro,
         batch.pad_id,
     )?;
     m.insert("actor/kl_after_update".into(), kl);
@@ -323,8 +332,9 @@ mod tests {
             })
             .collect();
         let mut means = Means::default();
-        let (grads, loss) = accumulate(&params, &[0, 1], 1, |mc| {
-            let lp = logp[mc[0]].as_tensor();
+        let passes: Vec<Pass<'_>> = vec![vec![&[0][..]], vec![&[1][..]]];
+        let (grads, loss) = accumulate(&params, &passes, 2, |pass| {
+            let lp = logp[pass[0][0]].as_tensor();
             let ones = Tensor::ones(lp.dims1()?, DType::F32, &dev)?;
             let zeros = ones.zeros_like()?;
             let inputs = ActorInputs {
@@ -335,7 +345,7 @@ mod tests {
                 advantages: &ones,
                 ref_logp: None,
             };
-            actor_loss(&cfg, &inputs, &mut means)
+            Ok(vec![actor_loss(&cfg, &inputs, &mut means)?])
         })
         .unwrap();
         assert_eq!(loss, -1.0);

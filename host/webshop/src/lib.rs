@@ -6,8 +6,8 @@
 //! It follows upstream's simple-mode page strings and transitions (`web_agent_site/envs/
 //! web_agent_text_env.py`), AgentGym's routes and JSON shapes (`agentenv-webshop`), and the
 //! reward of `web_agent_site/engine/goal.py::get_reward` with thefuzz 0.19.0's
-//! `token_set_ratio` (see [`fuzz`]); synthetic goals keep their `{name: value}` options and are
-//! scored as `(name, value)` pairs, as upstream does.
+//! `token_set_ratio` (see [`token_set_ratio`](mod@token_set_ratio)); synthetic goals keep their
+//! `{name: value}` options and are scored as `(name, value)` pairs, as upstream does.
 //!
 //! ```no_run
 //! use ragen_gym_webshop::{Catalog, WebShopServer};
@@ -34,19 +34,19 @@
 pub mod catalog;
 pub mod env;
 pub mod error;
-pub mod fuzz;
 pub mod reward;
 #[cfg(test)]
-mod route_fuzz;
+mod route_proptests;
 pub mod search;
 pub mod server;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod token_set_ratio;
 
 pub use catalog::{Catalog, EMBEDDED_CATALOG, Goal, OptionGroup, Product};
 pub use env::{AvailableActions, Page, ShopEnv, StepOutcome, SubPage, parse_action};
 pub use error::WebShopError;
-pub use fuzz::token_set_ratio;
 pub use reward::{RewardBreakdown, normalize_color, reward};
 pub use search::SearchIndex;
 pub use server::{RouteResponse, SessionLimits, Shop, WebShopServer};
+pub use token_set_ratio::token_set_ratio;

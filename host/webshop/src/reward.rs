@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use crate::catalog::{Goal, GoalOptions, Product};
-use crate::fuzz::{PyText, token_set_ratio};
+use crate::token_set_ratio::{PyText, token_set_ratio};
 
 /// Score above which two strings match (`fuzz.token_set_ratio(a, b) > 85` in `goal.py`).
 pub const MATCH_THRESHOLD: u32 = 85;

@@ -5,7 +5,6 @@
 //! RAGEN's code; the paper says 0.15); the high arm pays `hi_arm_hiscore` with probability
 //! `hi_arm_hiscore_prob`, else `hi_arm_loscore`.
 
-use ragen_gym_sdk::{EnvError, parse_config};
 use serde::{Deserialize, Serialize};
 
 /// What a pull pays.
@@ -66,71 +65,21 @@ impl BanditConfig {
         let p = self.hi_arm_hiscore_prob;
         p * self.hi_arm_hiscore + (1.0 - p) * self.hi_arm_loscore
     }
-
-    /// Parse and validate a config JSON object (`""` means the defaults).
-    ///
-    /// # Errors
-    /// [`EnvError::InvalidConfig`] naming the field that is unknown, mistyped or out of range.
-    pub fn from_json(json: &str) -> Result<Self, EnvError> {
-        let config: Self = parse_config(json)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Check the constraints documented on each field.
-    ///
-    /// # Errors
-    /// [`EnvError::InvalidConfig`] naming the first field that breaks one.
-    pub fn validate(&self) -> Result<(), EnvError> {
-        let bad = |field: &str, why: String| {
-            Err(EnvError::InvalidConfig(format!("field `{field}`: {why}")))
-        };
-        for (field, name) in [
-            ("lo_arm_name", &self.lo_arm_name),
-            ("hi_arm_name", &self.hi_arm_name),
-        ] {
-            if name.trim().is_empty() || name.trim() != name {
-                return bad(
-                    field,
-                    format!("{name:?} must be non-empty without surrounding spaces"),
-                );
-            }
-            if name.contains('|') || name.contains('\n') {
-                return bad(field, format!("{name:?} must not contain `|` or a newline"));
-            }
-        }
-        if self.lo_arm_name.eq_ignore_ascii_case(&self.hi_arm_name) {
-            return bad(
-                "hi_arm_name",
-                format!("{:?} is the same as lo_arm_name", self.hi_arm_name),
-            );
-        }
-        for (field, value) in [
-            ("lo_arm_score", self.lo_arm_score),
-            ("hi_arm_loscore", self.hi_arm_loscore),
-            ("hi_arm_hiscore", self.hi_arm_hiscore),
-        ] {
-            if !value.is_finite() {
-                return bad(field, format!("{value} is not finite"));
-            }
-        }
-        if !(0.0..=1.0).contains(&self.hi_arm_hiscore_prob) {
-            return bad(
-                "hi_arm_hiscore_prob",
-                format!("{} is outside [0, 1]", self.hi_arm_hiscore_prob),
-            );
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ragen_gym_sdk::EnvError;
+
+    /// `json` parsed and checked the way the host does it ([`ragen_gym_sdk::adapter::config`]).
+    fn parse(json: &str) -> Result<BanditConfig, EnvError> {
+        ragen_gym_sdk::adapter::config::<crate::Bandit>(json)
+    }
 
     #[test]
     fn defaults_are_ragens_bandit_tag() {
-        let config = BanditConfig::from_json("").unwrap();
+        let config = parse("").unwrap();
         assert_eq!(
             (config.lo_arm_name.as_str(), config.hi_arm_name.as_str()),
             ("Phoenix", "Dragon")
@@ -143,13 +92,13 @@ mod tests {
             ),
             (0.1, 1.0, 0.25)
         );
-        let paper = BanditConfig::from_json(r#"{"lo_arm_score": 0.15}"#).unwrap();
+        let paper = parse(r#"{"lo_arm_score": 0.15}"#).unwrap();
         assert_eq!(paper.lo_arm_score, 0.15);
     }
 
     #[test]
     fn bad_fields_are_named() {
-        let err = |json: &str| match BanditConfig::from_json(json) {
+        let err = |json: &str| match parse(json) {
             Err(EnvError::InvalidConfig(msg)) => msg,
             other => panic!("expected invalid config for {json}, got {other:?}"),
         };
@@ -164,15 +113,14 @@ mod tests {
 
     #[test]
     fn payout_is_sampled_unless_asked() {
-        assert_eq!(BanditConfig::from_json("").unwrap().payout, Payout::Sampled);
-        let expected = BanditConfig::from_json(r#"{"payout":"expected"}"#).unwrap();
+        assert_eq!(parse("").unwrap().payout, Payout::Sampled);
+        let expected = parse(r#"{"payout":"expected"}"#).unwrap();
         assert_eq!(expected.payout, Payout::Expected);
         // RAGEN's arms: 0.25 * 1.0 + 0.75 * 0.0
         assert_eq!(expected.hi_arm_mean(), 0.25);
-        let worse = BanditConfig::from_json(
-            r#"{"hi_arm_hiscore":2.0,"hi_arm_loscore":-0.5,"hi_arm_hiscore_prob":0.1}"#,
-        )
-        .unwrap();
+        let worse =
+            parse(r#"{"hi_arm_hiscore":2.0,"hi_arm_loscore":-0.5,"hi_arm_hiscore_prob":0.1}"#)
+                .unwrap();
         // 0.1 * 2.0 + 0.9 * -0.5 = -0.25
         assert!((worse.hi_arm_mean() + 0.25).abs() < 1e-12);
     }

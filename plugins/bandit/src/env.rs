@@ -35,7 +35,7 @@ struct Episode {
 }
 
 impl Bandit {
-    /// An env with an already validated config.
+    /// An env with a config that passed `Environment::check_config`.
     pub fn with_config(config: BanditConfig) -> Self {
         Self {
             config,
@@ -78,7 +78,47 @@ impl Environment for Bandit {
     type Config = BanditConfig;
 
     fn check_config(config: &BanditConfig) -> Result<(), EnvError> {
-        config.validate()
+        // The constraints documented on the fields of `BanditConfig`; the SDK runs this after parsing
+        // (`ragen_gym_sdk::adapter::config`), before `spec` and `new`.
+        let bad = |field: &str, why: String| {
+            Err(EnvError::InvalidConfig(format!("field `{field}`: {why}")))
+        };
+        for (field, name) in [
+            ("lo_arm_name", &config.lo_arm_name),
+            ("hi_arm_name", &config.hi_arm_name),
+        ] {
+            if name.trim().is_empty() || name.trim() != name {
+                return bad(
+                    field,
+                    format!("{name:?} must be non-empty without surrounding spaces"),
+                );
+            }
+            if name.contains('|') || name.contains('\n') {
+                return bad(field, format!("{name:?} must not contain `|` or a newline"));
+            }
+        }
+        if config.lo_arm_name.eq_ignore_ascii_case(&config.hi_arm_name) {
+            return bad(
+                "hi_arm_name",
+                format!("{:?} is the same as lo_arm_name", config.hi_arm_name),
+            );
+        }
+        for (field, value) in [
+            ("lo_arm_score", config.lo_arm_score),
+            ("hi_arm_loscore", config.hi_arm_loscore),
+            ("hi_arm_hiscore", config.hi_arm_hiscore),
+        ] {
+            if !value.is_finite() {
+                return bad(field, format!("{value} is not finite"));
+            }
+        }
+        if !(0.0..=1.0).contains(&config.hi_arm_hiscore_prob) {
+            return bad(
+                "hi_arm_hiscore_prob",
+                format!("{} is outside [0, 1]", config.hi_arm_hiscore_prob),
+            );
+        }
+        Ok(())
     }
 
     fn spec(config: &BanditConfig) -> EnvSpec {
@@ -306,7 +346,7 @@ mod tests {
         assert_eq!(spec.max_episode_steps, 1);
         assert_eq!(spec.action_names.unwrap(), ["Librarian", "Trader"]);
         assert_eq!(
-            BanditConfig::from_json(&spec.default_config).unwrap(),
+            adapter::config::<Bandit>(&spec.default_config).unwrap(),
             BanditConfig::default()
         );
     }

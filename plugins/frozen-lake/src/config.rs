@@ -6,7 +6,6 @@
 //! `CoordFrozenLake` tag); `answer_example` and `max_steps` (gymnasium's `TimeLimit`, which RAGEN
 //! does not use) are ragen-gym's own.
 
-use ragen_gym_sdk::{EnvError, parse_config};
 use serde::{Deserialize, Serialize};
 
 /// How the state is shown to the model.
@@ -77,48 +76,19 @@ impl Default for FrozenLakeConfig {
     }
 }
 
-impl FrozenLakeConfig {
-    /// Parse and validate a config JSON object (`""` means the defaults).
-    ///
-    /// # Errors
-    /// [`EnvError::InvalidConfig`] naming the field that is unknown, mistyped or out of range.
-    pub fn from_json(json: &str) -> Result<Self, EnvError> {
-        let config: Self = parse_config(json)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Check the ranges documented on each field.
-    ///
-    /// # Errors
-    /// [`EnvError::InvalidConfig`] naming the first field out of range.
-    pub fn validate(&self) -> Result<(), EnvError> {
-        let bad = |field: &str, why: String| {
-            Err(EnvError::InvalidConfig(format!("field `{field}`: {why}")))
-        };
-        if !(2..=16).contains(&self.size) {
-            return bad("size", format!("{} is outside 2..=16", self.size));
-        }
-        if !(self.p > 0.0 && self.p <= 1.0) {
-            return bad("p", format!("{} is outside (0, 1]", self.p));
-        }
-        if !(0.0..=1.0).contains(&self.success_rate) {
-            return bad(
-                "success_rate",
-                format!("{} is outside [0, 1]", self.success_rate),
-            );
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ragen_gym_sdk::EnvError;
+
+    /// `json` parsed and checked the way the host does it ([`ragen_gym_sdk::adapter::config`]).
+    fn parse(json: &str) -> Result<FrozenLakeConfig, EnvError> {
+        ragen_gym_sdk::adapter::config::<crate::FrozenLake>(json)
+    }
 
     #[test]
     fn defaults_are_ragens() {
-        let config = FrozenLakeConfig::from_json(" ").unwrap();
+        let config = parse(" ").unwrap();
         assert_eq!(config.size, 4);
         assert_eq!(config.p, 0.8);
         assert!(config.is_slippery);
@@ -126,10 +96,9 @@ mod tests {
         assert_eq!(config.observation_format, ObservationFormat::Grid);
         assert!(config.answer_example);
         assert_eq!(config.max_steps, 0);
-        let c = FrozenLakeConfig::from_json(
-            r#"{"observation_format":"grid_coord","answer_example":false,"max_steps":4}"#,
-        )
-        .unwrap();
+        let c =
+            parse(r#"{"observation_format":"grid_coord","answer_example":false,"max_steps":4}"#)
+                .unwrap();
         assert_eq!(
             (c.observation_format, c.answer_example, c.max_steps),
             (ObservationFormat::GridCoord, false, 4)
@@ -138,7 +107,7 @@ mod tests {
 
     #[test]
     fn bad_fields_are_named() {
-        let err = |json: &str| match FrozenLakeConfig::from_json(json) {
+        let err = |json: &str| match parse(json) {
             Err(EnvError::InvalidConfig(msg)) => msg,
             other => panic!("expected invalid config for {json}, got {other:?}"),
         };

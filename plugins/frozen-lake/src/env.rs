@@ -71,7 +71,7 @@ struct Episode {
 }
 
 impl FrozenLake {
-    /// An env with an already validated config.
+    /// An env with a config that passed `Environment::check_config`.
     pub fn with_config(config: FrozenLakeConfig) -> Self {
         Self {
             config,
@@ -82,25 +82,6 @@ impl FrozenLake {
     /// The current map and player cell, if reset.
     pub fn state(&self) -> Option<(&LakeMap, usize)> {
         self.episode.as_ref().map(|e| (&e.map, e.player))
-    }
-
-    /// Render the map with the player (RAGEN's text render; the start shows as empty).
-    pub fn render(map: &LakeMap, player: usize) -> String {
-        let mut out = String::with_capacity(map.size * (map.size + 1) * 2);
-        for (pos, cell) in map.cells.iter().enumerate() {
-            if pos > 0 && pos % map.size == 0 {
-                out.push('\n');
-            }
-            out.push_str(match (pos == player, cell) {
-                (true, Cell::Hole) => "X",
-                (true, Cell::Goal) => "\u{221a}",
-                (true, Cell::Frozen) => "P",
-                (false, Cell::Hole) => "O",
-                (false, Cell::Goal) => "G",
-                (false, Cell::Frozen) => "_",
-            });
-        }
-        out
     }
 
     /// Draw the direction actually taken for intended gymnasium direction `intended`.
@@ -133,7 +114,24 @@ impl Environment for FrozenLake {
     type Config = FrozenLakeConfig;
 
     fn check_config(config: &FrozenLakeConfig) -> Result<(), EnvError> {
-        config.validate()
+        // The constraints documented on the fields of `FrozenLakeConfig`; the SDK runs this after parsing
+        // (`ragen_gym_sdk::adapter::config`), before `spec` and `new`.
+        let bad = |field: &str, why: String| {
+            Err(EnvError::InvalidConfig(format!("field `{field}`: {why}")))
+        };
+        if !(2..=16).contains(&config.size) {
+            return bad("size", format!("{} is outside 2..=16", config.size));
+        }
+        if !(config.p > 0.0 && config.p <= 1.0) {
+            return bad("p", format!("{} is outside (0, 1]", config.p));
+        }
+        if !(0.0..=1.0).contains(&config.success_rate) {
+            return bad(
+                "success_rate",
+                format!("{} is outside [0, 1]", config.success_rate),
+            );
+        }
+        Ok(())
     }
 
     fn spec(config: &FrozenLakeConfig) -> EnvSpec {
@@ -449,7 +447,7 @@ mod tests {
             .collect();
         assert_eq!(symbols, "P_OGX\u{221a}");
         assert_eq!(
-            FrozenLakeConfig::from_json(&spec.default_config).unwrap(),
+            adapter::config::<FrozenLake>(&spec.default_config).unwrap(),
             FrozenLakeConfig::default()
         );
     }

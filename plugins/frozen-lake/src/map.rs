@@ -92,6 +92,27 @@ impl LakeMap {
         false
     }
 
+    /// The map with the player at `player` as text (RAGEN's text render; the start shows as
+    /// empty): `P` the player, `_` frozen, `O` a hole, `G` the goal, and `X` / `√` the player in a
+    /// hole / on the goal.
+    pub fn render(&self, player: usize) -> String {
+        let mut out = String::with_capacity(self.size * (self.size + 1) * 2);
+        for (pos, cell) in self.cells.iter().enumerate() {
+            if pos > 0 && pos % self.size == 0 {
+                out.push('\n');
+            }
+            out.push_str(match (pos == player, cell) {
+                (true, Cell::Hole) => "X",
+                (true, Cell::Goal) => "\u{221a}",
+                (true, Cell::Frozen) => "P",
+                (false, Cell::Hole) => "O",
+                (false, Cell::Goal) => "G",
+                (false, Cell::Frozen) => "_",
+            });
+        }
+        out
+    }
+
     /// The cell reached from `pos` moving in gymnasium direction `dir` (0 left, 1 down, 2 right,
     /// 3 up); moving into the edge leaves the position unchanged.
     pub fn neighbour(&self, pos: usize, dir: usize) -> usize {

@@ -1,13 +1,12 @@
 //! The observation text of a map and player cell in the configured [`ObservationFormat`].
 
 use crate::config::{FrozenLakeConfig, ObservationFormat};
-use crate::env::FrozenLake;
 use crate::map::{Cell, LakeMap};
 
 /// The observation: the grid (RAGEN v1), or with `grid_coord` the block of [`coordinates`]
 /// followed by `Grid:` and the grid.
 pub fn observe(map: &LakeMap, player: usize, config: &FrozenLakeConfig) -> String {
-    let grid = FrozenLake::render(map, player);
+    let grid = map.render(player);
     match config.observation_format {
         ObservationFormat::Grid => grid,
         ObservationFormat::GridCoord => format!("{}\nGrid:\n{grid}", coordinates(map, player)),

@@ -7,7 +7,6 @@
 //! (mll-lab-nu/RAGEN `ragen/env/sokoban/env.py`, the `CoordSokoban` tag); `answer_example` is
 //! ragen-gym's own.
 
-use ragen_gym_sdk::{EnvError, parse_config};
 use serde::{Deserialize, Serialize};
 
 /// Which set of text symbols observations use.
@@ -101,99 +100,40 @@ impl SokobanConfig {
             ..Self::default()
         }
     }
-
-    /// Parse and validate a config JSON object (`""` means the defaults).
-    ///
-    /// # Errors
-    /// [`EnvError::InvalidConfig`] naming the field that is unknown, mistyped or out of range.
-    pub fn from_json(json: &str) -> Result<Self, EnvError> {
-        let config: Self = parse_config(json)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Check the ranges documented on each field.
-    ///
-    /// # Errors
-    /// [`EnvError::InvalidConfig`] naming the first field out of range.
-    pub fn validate(&self) -> Result<(), EnvError> {
-        let bad = |field: &str, why: String| {
-            Err(EnvError::InvalidConfig(format!("field `{field}`: {why}")))
-        };
-        for (field, value) in [("dim_x", self.dim_x), ("dim_y", self.dim_y)] {
-            if !(4..=16).contains(&value) {
-                return bad(field, format!("{value} is outside 4..=16"));
-            }
-        }
-        if !(1..=10).contains(&self.num_boxes) {
-            return bad("num_boxes", format!("{} is outside 1..=10", self.num_boxes));
-        }
-        if (self.dim_x, self.dim_y) == (4, 4) {
-            // Its 2x2 interior is all corners, where a box off its target can never move.
-            return bad(
-                "dim_x",
-                "a 4x4 room admits no solvable level (every floor cell is a corner)".to_string(),
-            );
-        }
-        // Generated levels leave every box off its target (gym-sokoban `reverse_playing` keeps
-        // only states with every target uncovered), so boxes, targets and the player take
-        // 2k + 1 distinct cells, and the player needs at least one more to move.
-        let interior = (self.dim_x - 2) * (self.dim_y - 2);
-        if 2 * self.num_boxes + 2 > interior {
-            return bad(
-                "num_boxes",
-                format!(
-                    "{} boxes, their targets and the player need {} floor cells but a {}x{} \
-                     room has {interior}",
-                    self.num_boxes,
-                    2 * self.num_boxes + 2,
-                    self.dim_x,
-                    self.dim_y
-                ),
-            );
-        }
-        if self.max_steps == 0 {
-            return bad("max_steps", "must be at least 1".to_string());
-        }
-        if !(1..=1000).contains(&self.search_depth) {
-            return bad(
-                "search_depth",
-                format!("{} is outside 1..=1000", self.search_depth),
-            );
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ragen_gym_sdk::EnvError;
+
+    /// `json` parsed and checked the way the host does it ([`ragen_gym_sdk::adapter::config`]).
+    fn parse(json: &str) -> Result<SokobanConfig, EnvError> {
+        ragen_gym_sdk::adapter::config::<crate::Sokoban>(json)
+    }
 
     #[test]
     fn empty_config_gives_ragen_simple_sokoban_defaults() {
-        let config = SokobanConfig::from_json("").unwrap();
+        let config = parse("").unwrap();
         assert_eq!((config.dim_x, config.dim_y, config.num_boxes), (6, 6, 1));
         assert_eq!((config.max_steps, config.search_depth), (100, 300));
         assert_eq!(config.observation_format, ObservationFormat::Grid);
         assert!(config.answer_example);
-        let coord = SokobanConfig::from_json(r#"{"observation_format":"grid_coord"}"#).unwrap();
+        let coord = parse(r#"{"observation_format":"grid_coord"}"#).unwrap();
         assert_eq!(coord.observation_format, ObservationFormat::GridCoord);
     }
 
     #[test]
     fn larger_sokoban_is_expressible_as_json() {
-        let config =
-            SokobanConfig::from_json(r#"{"dim_x":8,"dim_y":8,"num_boxes":2,"search_depth":10}"#)
-                .unwrap();
+        let config = parse(r#"{"dim_x":8,"dim_y":8,"num_boxes":2,"search_depth":10}"#).unwrap();
         assert_eq!(config, SokobanConfig::larger());
-        let alt =
-            SokobanConfig::from_json(r#"{"search_depth":30,"grid_vocab":"alternate"}"#).unwrap();
+        let alt = parse(r#"{"search_depth":30,"grid_vocab":"alternate"}"#).unwrap();
         assert_eq!(alt, SokobanConfig::different_grid_vocab());
     }
 
     #[test]
     fn bad_fields_are_named() {
-        let err = |json: &str| match SokobanConfig::from_json(json) {
+        let err = |json: &str| match parse(json) {
             Err(EnvError::InvalidConfig(msg)) => msg,
             other => panic!("expected invalid config for {json}, got {other:?}"),
         };
@@ -203,7 +143,7 @@ mod tests {
         assert!(err(r#"{"dim_x":3}"#).contains("dim_x"));
         assert!(err(r#"{"dim_x":4,"dim_y":4}"#).contains("4x4"));
         // 5x5 has 9 interior cells: 3 boxes fit (8 cells), 4 do not (10).
-        assert!(SokobanConfig::from_json(r#"{"dim_x":5,"dim_y":5,"num_boxes":3}"#).is_ok());
+        assert!(parse(r#"{"dim_x":5,"dim_y":5,"num_boxes":3}"#).is_ok());
         assert!(err(r#"{"dim_x":5,"dim_y":5,"num_boxes":4}"#).contains("need 10 floor cells"));
         assert!(err(r#"{"grid_vocab":"emoji"}"#).contains("grid_vocab"));
         assert!(err(r#"{"observation_format":"coords"}"#).contains("observation_format"));

@@ -61,7 +61,7 @@ struct Episode {
 }
 
 impl Sokoban {
-    /// An env with an already validated config.
+    /// An env with a config that passed `Environment::check_config`.
     pub fn with_config(config: SokobanConfig) -> Self {
         Self {
             config,
@@ -92,7 +92,56 @@ impl Environment for Sokoban {
     type Config = SokobanConfig;
 
     fn check_config(config: &SokobanConfig) -> Result<(), EnvError> {
-        config.validate()
+        // The constraints documented on the fields of `SokobanConfig`; the SDK runs this after parsing
+        // (`ragen_gym_sdk::adapter::config`), before `spec` and `new`.
+        let bad = |field: &str, why: String| {
+            Err(EnvError::InvalidConfig(format!("field `{field}`: {why}")))
+        };
+        for (field, value) in [("dim_x", config.dim_x), ("dim_y", config.dim_y)] {
+            if !(4..=16).contains(&value) {
+                return bad(field, format!("{value} is outside 4..=16"));
+            }
+        }
+        if !(1..=10).contains(&config.num_boxes) {
+            return bad(
+                "num_boxes",
+                format!("{} is outside 1..=10", config.num_boxes),
+            );
+        }
+        if (config.dim_x, config.dim_y) == (4, 4) {
+            // Its 2x2 interior is all corners, where a box off its target can never move.
+            return bad(
+                "dim_x",
+                "a 4x4 room admits no solvable level (every floor cell is a corner)".to_string(),
+            );
+        }
+        // Generated levels leave every box off its target (gym-sokoban `reverse_playing` keeps
+        // only states with every target uncovered), so boxes, targets and the player take
+        // 2k + 1 distinct cells, and the player needs at least one more to move.
+        let interior = (config.dim_x - 2) * (config.dim_y - 2);
+        if 2 * config.num_boxes + 2 > interior {
+            return bad(
+                "num_boxes",
+                format!(
+                    "{} boxes, their targets and the player need {} floor cells but a {}x{} \
+                     room has {interior}",
+                    config.num_boxes,
+                    2 * config.num_boxes + 2,
+                    config.dim_x,
+                    config.dim_y
+                ),
+            );
+        }
+        if config.max_steps == 0 {
+            return bad("max_steps", "must be at least 1".to_string());
+        }
+        if !(1..=1000).contains(&config.search_depth) {
+            return bad(
+                "search_depth",
+                format!("{} is outside 1..=1000", config.search_depth),
+            );
+        }
+        Ok(())
     }
 
     fn spec(config: &SokobanConfig) -> EnvSpec {
@@ -355,7 +404,7 @@ mod tests {
             .collect();
         assert_eq!(legend, "W.GCBA@");
         assert_eq!(
-            SokobanConfig::from_json(&spec.default_config).unwrap(),
+            adapter::config::<Sokoban>(&spec.default_config).unwrap(),
             SokobanConfig::default()
         );
         assert!(

@@ -1,6 +1,5 @@
 //! The bridge's env config (JSON, strict).
 
-use ragen_gym_sdk::EnvError;
 use serde::{Deserialize, Serialize};
 
 /// Which standard WebShop goal split the reset seed indexes (`baseline_models/env.py`; RAGEN
@@ -59,45 +58,6 @@ impl Default for BridgeConfig {
 }
 
 impl BridgeConfig {
-    /// Parse a config JSON object (`""` means the defaults).
-    ///
-    /// # Errors
-    /// [`EnvError::InvalidConfig`] naming the bad field.
-    pub fn from_json(config: &str) -> Result<Self, EnvError> {
-        let c: BridgeConfig = if config.trim().is_empty() {
-            BridgeConfig::default()
-        } else {
-            serde_json::from_str(config)
-                .map_err(|e| EnvError::InvalidConfig(format!("webshop-bridge config: {e}")))?
-        };
-        c.validate()?;
-        Ok(c)
-    }
-
-    /// Check the `server` and `max_turns` fields.
-    ///
-    /// # Errors
-    /// [`EnvError::InvalidConfig`] naming the bad field.
-    pub fn validate(&self) -> Result<(), EnvError> {
-        let c = self;
-        let (host, port) = c.server.rsplit_once(':').ok_or_else(|| {
-            EnvError::InvalidConfig(format!("field `server`: `{}` is not HOST:PORT", c.server))
-        })?;
-        if host.is_empty() || host.contains(['/', '@', ' ']) || port.parse::<u16>().is_err() {
-            return Err(EnvError::InvalidConfig(format!(
-                "field `server`: `{}` is not HOST:PORT",
-                c.server
-            )));
-        }
-        if !(1..=100).contains(&c.max_turns) {
-            return Err(EnvError::InvalidConfig(format!(
-                "field `max_turns`: {} is not in 1..=100",
-                c.max_turns
-            )));
-        }
-        Ok(())
-    }
-
     /// `http://HOST:PORT`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.server)
@@ -107,6 +67,12 @@ impl BridgeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ragen_gym_sdk::EnvError;
+
+    /// `json` parsed and checked the way the host does it ([`ragen_gym_sdk::adapter::config`]).
+    fn parse(json: &str) -> Result<BridgeConfig, EnvError> {
+        ragen_gym_sdk::adapter::config::<crate::WebShopBridge<crate::guest::GuestHttp>>(json)
+    }
 
     #[test]
     fn splits_follow_the_standard_ranges() {
@@ -120,11 +86,8 @@ mod tests {
 
     #[test]
     fn config_is_strict_and_names_fields() {
-        assert_eq!(
-            BridgeConfig::from_json("").unwrap(),
-            BridgeConfig::default()
-        );
-        let c = BridgeConfig::from_json(r#"{"server":"localhost:36001","split":"test"}"#).unwrap();
+        assert_eq!(parse("").unwrap(), BridgeConfig::default());
+        let c = parse(r#"{"server":"localhost:36001","split":"test"}"#).unwrap();
         assert_eq!(
             (c.server.as_str(), c.split, c.max_turns),
             ("localhost:36001", Split::Test, 9)
@@ -136,7 +99,7 @@ mod tests {
             (r#"{"max_turns":0}"#, "max_turns"),
             (r#"{"split":"val"}"#, "val"),
         ] {
-            let e = BridgeConfig::from_json(bad).unwrap_err().to_string();
+            let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains(field), "{bad}: {e}");
         }
     }

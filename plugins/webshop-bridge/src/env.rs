@@ -88,10 +88,10 @@ impl<T: Transport> WebShopBridge<T> {
     /// # Errors
     /// [`EnvError::InvalidConfig`] for a bad config.
     pub fn with_transport(config: &str, transport: T) -> Result<Self, EnvError> {
-        Ok(Self::with_config(
-            BridgeConfig::from_json(config)?,
-            transport,
-        ))
+        // The config and its check (`Environment::check_config`) do not depend on the transport.
+        let config =
+            ragen_gym_sdk::adapter::config::<WebShopBridge<crate::guest::GuestHttp>>(config)?;
+        Ok(Self::with_config(config, transport))
     }
 
     /// A bridge with a checked config and an explicit transport.
@@ -279,7 +279,25 @@ impl<T: Transport + Default + 'static> Environment for WebShopBridge<T> {
     type Config = BridgeConfig;
 
     fn check_config(config: &BridgeConfig) -> Result<(), EnvError> {
-        config.validate()
+        // The constraints documented on the fields of `BridgeConfig`; the SDK runs this after parsing
+        // (`ragen_gym_sdk::adapter::config`), before `spec` and `new`.
+        let c = config;
+        let (host, port) = c.server.rsplit_once(':').ok_or_else(|| {
+            EnvError::InvalidConfig(format!("field `server`: `{}` is not HOST:PORT", c.server))
+        })?;
+        if host.is_empty() || host.contains(['/', '@', ' ']) || port.parse::<u16>().is_err() {
+            return Err(EnvError::InvalidConfig(format!(
+                "field `server`: `{}` is not HOST:PORT",
+                c.server
+            )));
+        }
+        if !(1..=100).contains(&c.max_turns) {
+            return Err(EnvError::InvalidConfig(format!(
+                "field `max_turns`: {} is not in 1..=100",
+                c.max_turns
+            )));
+        }
+        Ok(())
     }
 
     fn spec(config: &BridgeConfig) -> EnvSpec {

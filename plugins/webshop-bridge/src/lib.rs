@@ -29,9 +29,9 @@
 
 pub mod config;
 pub mod env;
-#[cfg(test)]
-mod fuzz_tests;
 pub mod guest;
+#[cfg(test)]
+mod proptests;
 pub mod protocol;
 
 pub use config::{BridgeConfig, Split};

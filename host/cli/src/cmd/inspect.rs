@@ -1,7 +1,8 @@
 //! `ragen-gym inspect PLUGIN [--json]`: the manifest, interface version, sha256 and capabilities
 //! of a plugin, read without running any plugin code.
 
-use crate::shared::plugins::{SourceArgs, fetch_and_inspect};
+use crate::shared::plugins::fetch_and_inspect;
+use crate::shared::source::SourceArgs;
 
 /// Arguments of `ragen-gym inspect`.
 #[derive(clap::Args)]

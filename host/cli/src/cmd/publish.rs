@@ -6,7 +6,8 @@
 //! Credentials come from `RAGEN_GYM_REGISTRY_USERNAME` / `RAGEN_GYM_REGISTRY_PASSWORD`
 //! (anonymous without them); a plain-HTTP registry needs `--insecure-registry HOST:PORT`.
 
-use crate::shared::plugins::{SourceArgs, fetch_and_inspect};
+use crate::shared::plugins::fetch_and_inspect;
+use crate::shared::source::SourceArgs;
 use ragen_gym_registry::{PluginRef, WasmComponentInfo};
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! the plugin sources ([`SourceArgs`]); what each limit means is in `docs/architecture.md`
 //! section 5.
 
-use super::plugins::SourceArgs;
+use super::source::SourceArgs;
 use anyhow::Context;
 use ragen_gym_sandbox::{Grants, HostPort, ReqwestTransport, Sandbox, SandboxConfig};
 use std::sync::Arc;

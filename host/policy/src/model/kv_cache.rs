@@ -9,7 +9,7 @@ use crate::{PolicyError, Result};
 ///
 /// Prefix-cached sampling in f32 on the CPU ([`crate::sample_cached`]) does not use it:
 /// [`crate::prefix_cache`] keeps segments that the packed forward reads in place
-/// (`docs/benchmarks.md`, "`bench iteration`").
+/// (`docs/ragen-semantics.md`, "Prefix sharing in rollouts").
 #[derive(Debug, Clone, Default)]
 pub struct KvCache {
     layers: Vec<Option<(Tensor, Tensor)>>,

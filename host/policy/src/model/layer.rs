@@ -9,20 +9,8 @@ use super::kv_cache::KvCache;
 use super::linear::{Linear, ModelParts};
 use super::mask::AttentionMask;
 use crate::Result;
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, PROJECTIONS};
 use crate::ops;
-
-/// The seven projections of a decoder layer as (Hugging Face block, module name), in the order
-/// of [`DecoderLayer::projections`].
-pub(crate) const PROJECTIONS: [(&str, &str); 7] = [
-    ("self_attn", "q_proj"),
-    ("self_attn", "k_proj"),
-    ("self_attn", "v_proj"),
-    ("self_attn", "o_proj"),
-    ("mlp", "gate_proj"),
-    ("mlp", "up_proj"),
-    ("mlp", "down_proj"),
-];
 
 /// The Hugging Face module paths of layer `i`'s projections with their names, in the order of
 /// [`PROJECTIONS`].
@@ -200,8 +188,14 @@ impl LlamaModel {
             self.attention_composed(l, &h, mask, cache)?
         };
         let x = (x + attn)?;
+        self.mlp_block(l, &x)
+    }
+
+    /// The second half of a decoder block: `x + down(swiglu(gate(h), up(h)))` with `h` the
+    /// post-attention RMSNorm of `x`.
+    pub(super) fn mlp_block(&self, l: &DecoderLayer, x: &Tensor) -> Result<Tensor> {
         let h = self
-            .rms_norm(&x, &l.post_attention_layernorm)?
+            .rms_norm(x, &l.post_attention_layernorm)?
             .to_dtype(self.dtype)?;
         let gate = l.gate_proj.forward(&h)?;
         let up = l.up_proj.forward(&h)?;
@@ -263,7 +257,7 @@ impl LlamaModel {
     }
 
     /// Query heads, key/value heads and the head dimension.
-    fn heads(&self) -> (usize, usize, usize) {
+    pub(super) fn heads(&self) -> (usize, usize, usize) {
         (
             self.cfg.num_attention_heads,
             self.cfg.num_kv_heads(),

@@ -10,8 +10,8 @@
 //! Keys come in one block per row today. A shared prompt prefix fits here as a second key block
 //! read by every row: the score and output loops below run over key blocks, so adding one means
 //! adding the prefix's `(k, v)` slices and its mask columns. (Sampling reads shared prefixes
-//! through [`super::chain_attention`]; training on them is not built yet: `docs/benchmarks.md`,
-//! "`bench iteration`".)
+//! through [`super::chain_attention`]; training on them is not built yet:
+//! `docs/ragen-semantics.md`, "Prefix sharing in rollouts".)
 
 use std::sync::Arc;
 

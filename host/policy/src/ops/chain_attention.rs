@@ -1,6 +1,6 @@
 //! Grouped-query attention of new tokens over cached key/value blocks, for sampling with prefix
-//! caching ([`crate::prefix_cache`]; `docs/benchmarks.md`, "`bench iteration`"). Inference only:
-//! no backward.
+//! caching ([`crate::prefix_cache`]; `docs/ragen-semantics.md`, "Prefix sharing in rollouts").
+//! Inference only: no backward.
 //!
 //! A sequence's keys are a chain of blocks read in place: a prefix shared with other sequences
 //! (a group's first-turn prompt), then blocks of its own (the history it produced). Its `n` new

@@ -1,8 +1,8 @@
-//! Prefix caching (`docs/benchmarks.md`, "`bench iteration`"): sampling with shared and cached
-//! prefixes gives the tokens of sampling without them, on a tiny random model, several env groups,
-//! several turns, calls that split groups, histories that do not extend the sampled tokens
-//! exactly, constrained decoding, and a memory cap that forces the fallback; common starts are
-//! shared across groups as a tree; and teacher forcing ([`forced_logprobs`]) gives the same
+//! Prefix caching (`docs/ragen-semantics.md`, "Prefix sharing in rollouts"): sampling with shared
+//! and cached prefixes gives the tokens of sampling without them, on a tiny random model, several
+//! env groups, several turns, calls that split groups, histories that do not extend the sampled
+//! tokens exactly, constrained decoding, and a memory cap that forces the fallback; common starts
+//! are shared across groups as a tree; and teacher forcing ([`forced_logprobs`]) gives the same
 //! per-token log-probs through both samplers' model sides.
 
 use std::sync::Arc;
@@ -356,4 +356,24 @@ fn teacher_forced_logprobs_agree_with_and_without_sharing() {
         let st = cache.stats();
         assert!(st.reused_tokens > before.reused_tokens, "{st:?}");
     }
+}
+
+#[test]
+fn a_model_that_cannot_share_prefixes_is_refused_not_sampled_without_sharing() {
+    // bf16 compute (what a CUDA device computes in) stands in for a GPU model on the CPU.
+    let loaded = tiny_loaded(tiny_cfg(), 59);
+    let model = loaded.frozen_model().unwrap();
+    assert!(model.shares_prefixes());
+    let gpu_like = model.with_compute_dtype(candle_core::DType::BF16);
+    assert!(!gpu_like.shares_prefixes());
+    let tok = &loaded.tokenizer;
+    let prompts = grouped_prompts(tok, 1, 2);
+    let params = SamplingParams {
+        max_new_tokens: 4,
+        ..Default::default()
+    };
+    let mut cache = PrefixCache::new(1 << 20);
+    let err = sample_cached(&gpu_like, tok, &prompts, &params, None, &mut cache).unwrap_err();
+    assert!(err.to_string().contains("shares_prefixes"), "{err}");
+    assert_eq!(cache.stats().prompt_tokens, 0);
 }

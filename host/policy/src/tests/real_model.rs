@@ -46,9 +46,9 @@ fn greedy_answer_to_two_plus_three_contains_five_and_logprobs_match_the_scorer()
     }
 }
 
-/// Prefix caching (`docs/benchmarks.md`, "`bench iteration`") on the real model: groups of
-/// identical prompts sampled at temperature 1 give the tokens of the padded sampler, log-probs
-/// within 1e-4.
+/// Prefix caching (`docs/ragen-semantics.md`, "Prefix sharing in rollouts") on the real model:
+/// groups of identical prompts sampled at temperature 1 give the tokens of the padded sampler,
+/// log-probs within 1e-4.
 #[test]
 fn cached_sampling_gives_the_tokens_of_padded_sampling() {
     let m = loaded();
@@ -114,9 +114,9 @@ fn bandit_prompt(tok: &Tokenizer, first: &str, second: &str) -> Vec<u32> {
     ids
 }
 
-/// Prefix sharing (`docs/benchmarks.md`, "`bench iteration`") on the real model, by teacher
-/// forcing: the tokens the padded sampler drew at temperature 1 for 8 Bandit-shaped prompts (two
-/// arm orders, so the rows share a start across groups), then a second turn continuing each
+/// Prefix sharing (`docs/ragen-semantics.md`, "Prefix sharing in rollouts") on the real model, by
+/// teacher forcing: the tokens the padded sampler drew at temperature 1 for 8 Bandit-shaped prompts
+/// (two arm orders, so the rows share a start across groups), then a second turn continuing each
 /// row's history, fed through the padded sampler's model side and through the cached one. The
 /// per-token log-probs agree within 1e-4: the two paths compute the same distributions, and a
 /// sampled token can differ only where the uniform draw falls within that rounding of a boundary
@@ -164,6 +164,44 @@ fn teacher_forced_logprobs_with_and_without_prefix_sharing_agree() {
     assert!(worst.iter().all(|w| *w < 1e-4), "{worst:?}");
     // Turn 1 shares the common start and each order's rest; turn 2 continues each row's entry.
     assert!(st.prefilled_tokens * 5 < st.prompt_tokens, "{st:?}");
+}
+
+/// Shared-prefix training (`shared_prefix.rs`) on the real model: Bandit's update shape, two
+/// groups (arm orders) of three members whose responses share the prompt and, some, their first
+/// tokens; log-probs, entropy, values, the loss and every LoRA gradient of the policy and the
+/// critic agree with the per-sequence path within 1e-4. About a minute on 2 cores.
+#[test]
+fn shared_prefix_training_equals_the_per_sequence_path_on_the_default_model() {
+    let m = loaded();
+    let tok = &m.tokenizer;
+    let answers = [" Dragon </answer>", " Phoenix </answer>", " Dragon"];
+    let seqs: Vec<(Vec<u32>, Vec<u8>)> = (0..6)
+        .map(|i| {
+            let prompt = match i / 3 {
+                0 => bandit_prompt(tok, "Dragon", "Phoenix"),
+                _ => bandit_prompt(tok, "Phoenix", "Dragon"),
+            };
+            let mut ids = prompt.clone();
+            ids.extend(tok.encode(answers[i % 3]).unwrap());
+            let mask = (0..ids.len())
+                .map(|j| u8::from(j >= prompt.len()))
+                .collect();
+            (ids, mask)
+        })
+        .collect();
+    let batch = TokenBatch::right_padded(&seqs, tok.im_end_id()).unwrap();
+    let tree = crate::shared_prefix::PrefixTree::new(&batch);
+    assert!(tree.len() * 2 < batch.num_tokens(), "{} nodes", tree.len());
+    let policy = Policy::new(&m, Trainable::Lora(LoraConfig::default()), 1).unwrap();
+    set_lora_b(&policy, |i| ((i % 5) as f32 - 2.0) * 1e-3);
+    let critic = Critic::new(&m, Trainable::Lora(LoraConfig::default()), 2).unwrap();
+    super::shared_prefix::assert_shared_equals_padded(
+        policy.model(),
+        Some(&critic),
+        policy.params(),
+        &batch,
+        1e-4,
+    );
 }
 
 #[test]

@@ -296,6 +296,7 @@ pub struct ActorConfig {
     pub ppo_epochs: u32,
     pub ppo_mini_batch_size: usize,
     pub micro_batch_size: usize,
+    pub max_tokens_per_pass: usize,
     pub clip_ratio_low: f64,
     pub clip_ratio_high: f64,
     pub clip_ratio_c: f64,

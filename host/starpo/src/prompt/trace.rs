@@ -1,6 +1,6 @@
-//! The exact tokens of a response sampled under constrained action decoding
-//! ([`TokenTrace`], kept on the turn it answers; `docs/ragen-semantics.md` §5, "Constrained
-//! action decoding"), and their counts by origin for the rollout's metrics.
+//! Counts of a rollout's sampled tokens by origin ([`OriginCounts`]), for the metrics of
+//! constrained action decoding (`docs/ragen-semantics.md` §5, "Constrained action decoding"),
+//! and the re-export of the traces they count ([`TokenTrace`], defined in `ragen-gym-core`).
 
 pub use ragen_gym_core::{TokenOrigin, TokenTrace};
 

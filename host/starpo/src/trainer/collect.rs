@@ -8,13 +8,12 @@ use crate::error::TrainError;
 use crate::events::{Emitter as Events, Phase, Split, TrainEvent};
 use crate::filter::{FilterParams, filter_groups};
 use crate::metrics::{Metrics, add_stats, rollout_metrics, sandbox_metrics};
-use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer, prefix_cache};
+use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer};
 use crate::prompt::OriginCounts;
 use crate::rewards::{apply_reward_functions, training_scores};
 use crate::rollout::{RolloutParams, RolloutProgress, rollout};
 use crate::seeds::{rollout_sampler_seed, train_reset_base, train_seeds};
 use ragen_gym_core::Trajectory;
-use ragen_gym_policy as pol;
 use std::time::Instant;
 
 impl Trainer {
@@ -70,12 +69,12 @@ impl Trainer {
         let p = RolloutParams::from_config(cfg, spec, cfg.rollout.temperature, sampler_seed);
         let t = Instant::now();
         ev.phase(it, Phase::Rollout, seeds.len());
-        let mut generator = PolicyGenerator {
-            model: self.models.policy.sampler(),
-            tokenizer: PolicyTokenizer(self.models.policy.tokenizer()),
-            constraint: self.constraint.as_ref(),
-            prefix_cache: prefix_cache(cfg),
-        };
+        let mut generator = PolicyGenerator::new(
+            self.models.policy.sampler(),
+            self.models.policy.tokenizer(),
+            self.constraint.as_ref(),
+            self.prefix_sharing,
+        );
         let before = self.train_pool.stats();
         let trajs = {
             let mut progress = ev.progress(it, Phase::Rollout);
@@ -85,15 +84,7 @@ impl Trainer {
         ev.check()?;
         let mut m = sandbox_metrics(&self.train_pool.stats().since(&before));
         m.insert("timing_s/gen".into(), t.elapsed().as_secs_f64());
-        if let Some(st) = generator.prefix_cache.as_ref().map(pol::PrefixCache::stats) {
-            // Share of prompt tokens that went through the model (1 without prefix sharing).
-            let frac = st.prefilled_tokens as f64 / st.prompt_tokens.max(1) as f64;
-            m.insert("rollout/prefilled_token_frac".into(), frac);
-            m.insert(
-                "rollout/prefix_cache_peak_mib".into(),
-                st.peak_bytes as f64 / 1048576.0,
-            );
-        }
+        m.extend(generator.prefix_sharing_metrics());
         if self.constraint.is_some() {
             let mut counts = OriginCounts::default();
             let turns = trajs.iter().flat_map(|t| &t.turns);

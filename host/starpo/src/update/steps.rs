@@ -9,6 +9,7 @@ use crate::batch::TrainSample;
 use crate::batch::tensors::{pad_rows, rows_of, token_batch};
 use crate::config::{Config, KlType};
 use crate::losses::{ClipParams, kl_tensor, masked_mean, policy_loss, value_loss};
+use crate::passes::{self, Pass};
 use ragen_gym_policy::{self as pol, Tensor};
 
 /// One micro-batch's scores and rows for the actor's loss.
@@ -58,20 +59,22 @@ pub(super) fn actor_loss(
     Ok(loss)
 }
 
-/// A micro-batch as model input: its padded tokens and its per-position rows as tensors.
-struct MicroBatch<'a> {
+/// A pass as model input ([`crate::passes`]): its samples' padded tokens, and each of its
+/// micro-batches' rows of a `[B, width]` tensor of the pass.
+struct PassBatch<'a> {
     batch: pol::TokenBatch,
-    indices: &'a [usize],
+    indices: Vec<usize>,
     device: &'a pol::Device,
 }
 
-impl<'a> MicroBatch<'a> {
+impl<'a> PassBatch<'a> {
     fn new(
         samples: &[TrainSample],
-        indices: &'a [usize],
+        pass: &Pass<'_>,
         pad_id: u32,
         device: &'a pol::Device,
     ) -> pol::Result<Self> {
+        let indices = passes::indices(pass);
         let refs: Vec<&TrainSample> = indices.iter().map(|&i| &samples[i]).collect();
         Ok(Self {
             batch: token_batch(&refs, pad_id)?,
@@ -85,14 +88,28 @@ impl<'a> MicroBatch<'a> {
         self.batch.seq_len() - 1
     }
 
-    /// This micro-batch's samples.
-    fn samples<'s>(&self, all: &'s [TrainSample]) -> Vec<&'s TrainSample> {
-        self.indices.iter().map(|&i| &all[i]).collect()
+    /// The rows of micro-batch `mc` in a `[B, ...]` tensor of the pass.
+    fn pick(&self, t: &Tensor, mc: &[usize]) -> pol::Result<Tensor> {
+        if mc.len() == self.indices.len() {
+            return Ok(t.clone());
+        }
+        let local: Vec<u32> = mc
+            .iter()
+            .map(|i| {
+                self.indices
+                    .iter()
+                    .position(|j| j == i)
+                    .expect("in the pass") as u32
+            })
+            .collect();
+        let n = local.len();
+        let local = Tensor::from_vec(local, n, self.device)?;
+        Ok(t.contiguous()?.index_select(&local, 0)?)
     }
 
-    /// `rows[i]` of this micro-batch's samples as a `[B, width]` tensor.
-    fn rows(&self, rows: &[Vec<f32>]) -> pol::Result<Tensor> {
-        let picked: Vec<&[f32]> = self.indices.iter().map(|&i| rows[i].as_slice()).collect();
+    /// `rows[i]` of micro-batch `mc`'s samples as a `[b, width]` tensor.
+    fn rows(&self, rows: &[Vec<f32>], mc: &[usize]) -> pol::Result<Tensor> {
+        let picked: Vec<&[f32]> = mc.iter().map(|&i| rows[i].as_slice()).collect();
         pad_rows(&picked, self.width(), self.device)
     }
 }
@@ -109,6 +126,13 @@ pub(super) struct UpdateBatch<'a> {
 }
 
 impl UpdateBatch<'_> {
+    /// The passes of mini-batch `mb` ([`crate::passes::plan`]) and its number of micro-batches.
+    fn passes<'m>(&self, mb: &'m [usize]) -> (Vec<Pass<'m>>, usize) {
+        let a = &self.cfg.actor;
+        let passes = passes::plan(self.samples, mb, a.micro_batch_size, a.max_tokens_per_pass);
+        (passes, mb.len().div_ceil(a.micro_batch_size))
+    }
+
     /// One critic step on mini-batch `mb` (verl `dp_critic.py::update_critic`): the clipped
     /// value loss per micro-batch; `critic/vf_loss`, `vf_clipfrac` and `vpred_mean` go into
     /// `means`. Empty `est.values` are filled from this step's forward, detached, with each
@@ -123,42 +147,49 @@ impl UpdateBatch<'_> {
         means: &mut Means,
     ) -> pol::Result<f64> {
         let cfg = self.cfg;
-        let micro = cfg.actor.micro_batch_size;
         let from_forward = est.values.is_empty();
         let (gamma, lam) = (cfg.algorithm.gamma as f32, cfg.algorithm.lam as f32);
         let mut fresh = Vec::new();
         let old: &Estimates = est;
+        let (passes, accum) = self.passes(mb);
         let norm = accumulate_and_step(
             critic.params(),
             opt,
             lr,
             cfg.critic.grad_clip,
-            mb,
-            micro,
-            |mc| {
-                let b = MicroBatch::new(self.samples, mc, self.pad_id, &self.device)?;
-                let mask = b.rows(&self.masks)?;
-                let vpred = critic.values(&b.batch)?.narrow(1, 0, b.width())?;
-                let (values, returns) = if from_forward {
-                    let refs = b.samples(self.samples);
-                    let rows = rows_of(&vpred.detach(), &refs)?;
-                    let rets: Vec<Vec<f32>> = rows
-                        .iter()
-                        .zip(&refs)
-                        .map(|(v, s)| gae(&s.token_rewards, v, &s.loss_mask, gamma, lam).1)
-                        .collect();
-                    let rets: Vec<&[f32]> = rets.iter().map(Vec::as_slice).collect();
-                    fresh.extend(rows);
-                    (vpred.detach(), pad_rows(&rets, b.width(), &self.device)?)
-                } else {
-                    (b.rows(&old.values)?, b.rows(&old.returns)?)
-                };
-                let vl = value_loss(&vpred, &values, &returns, &mask, cfg.critic.cliprange_value)?;
-                means.add("critic/vf_loss", f64::from(vl.vf_loss.to_scalar::<f32>()?));
-                means.add("critic/vf_clipfrac", f64::from(vl.vf_clipfrac));
-                let vpred_mean = masked_mean(&vpred, &mask)?.to_scalar::<f32>()?;
-                means.add("critic/vpred_mean", f64::from(vpred_mean));
-                Ok(vl.vf_loss)
+            &passes,
+            accum,
+            |pass| {
+                let b = PassBatch::new(self.samples, pass, self.pad_id, &self.device)?;
+                let all = critic.values(&b.batch)?.narrow(1, 0, b.width())?;
+                let mut losses = Vec::with_capacity(pass.len());
+                for mc in pass {
+                    let mask = b.rows(&self.masks, mc)?;
+                    let vpred = b.pick(&all, mc)?;
+                    let (values, returns) = if from_forward {
+                        let refs: Vec<&TrainSample> =
+                            mc.iter().map(|&i| &self.samples[i]).collect();
+                        let rows = rows_of(&vpred.detach(), &refs)?;
+                        let rets: Vec<Vec<f32>> = rows
+                            .iter()
+                            .zip(&refs)
+                            .map(|(v, s)| gae(&s.token_rewards, v, &s.loss_mask, gamma, lam).1)
+                            .collect();
+                        let rets: Vec<&[f32]> = rets.iter().map(Vec::as_slice).collect();
+                        fresh.extend(rows);
+                        (vpred.detach(), pad_rows(&rets, b.width(), &self.device)?)
+                    } else {
+                        (b.rows(&old.values, mc)?, b.rows(&old.returns, mc)?)
+                    };
+                    let vl =
+                        value_loss(&vpred, &values, &returns, &mask, cfg.critic.cliprange_value)?;
+                    means.add("critic/vf_loss", f64::from(vl.vf_loss.to_scalar::<f32>()?));
+                    means.add("critic/vf_clipfrac", f64::from(vl.vf_clipfrac));
+                    let vpred_mean = masked_mean(&vpred, &mask)?.to_scalar::<f32>()?;
+                    means.add("critic/vpred_mean", f64::from(vpred_mean));
+                    losses.push(vl.vf_loss);
+                }
+                Ok(losses)
             },
         )?;
         if from_forward {
@@ -186,43 +217,49 @@ impl UpdateBatch<'_> {
         on_micro: &mut dyn FnMut(),
     ) -> pol::Result<f64> {
         let cfg = self.cfg;
-        let micro = cfg.actor.micro_batch_size;
         let from_forward = est.old_logp.is_empty();
         let mut fresh = Vec::new();
         let old: &Estimates = est;
+        let (passes, accum) = self.passes(mb);
         let norm = accumulate_and_step(
             policy.params(),
             opt,
             lr,
             cfg.actor.grad_clip,
-            mb,
-            micro,
-            |mc| {
-                let b = MicroBatch::new(self.samples, mc, self.pad_id, &self.device)?;
+            &passes,
+            accum,
+            |pass| {
+                let b = PassBatch::new(self.samples, pass, self.pad_id, &self.device)?;
                 let sc = pol::score(policy.model(), &b.batch)?;
-                let old_logp = if from_forward {
-                    let lp = sc.logprobs.detach();
-                    fresh.extend(rows_of(&lp, &b.samples(self.samples))?);
-                    lp
-                } else {
-                    b.rows(&old.old_logp)?
-                };
-                let refs = if old.ref_logp.is_empty() {
-                    None
-                } else {
-                    Some(b.rows(&old.ref_logp)?)
-                };
-                let inputs = ActorInputs {
-                    logp: &sc.logprobs,
-                    entropy: &sc.entropy,
-                    mask: &sc.mask,
-                    old_logp: &old_logp,
-                    advantages: &b.rows(&old.advantages)?,
-                    ref_logp: refs.as_ref(),
-                };
-                let loss = actor_loss(cfg, &inputs, means)?;
-                on_micro();
-                Ok(loss)
+                let mut losses = Vec::with_capacity(pass.len());
+                for mc in pass {
+                    let logp = b.pick(&sc.logprobs, mc)?;
+                    let old_logp = if from_forward {
+                        let lp = logp.detach();
+                        let refs: Vec<&TrainSample> =
+                            mc.iter().map(|&i| &self.samples[i]).collect();
+                        fresh.extend(rows_of(&lp, &refs)?);
+                        lp
+                    } else {
+                        b.rows(&old.old_logp, mc)?
+                    };
+                    let refs = if old.ref_logp.is_empty() {
+                        None
+                    } else {
+                        Some(b.rows(&old.ref_logp, mc)?)
+                    };
+                    let inputs = ActorInputs {
+                        logp: &logp,
+                        entropy: &b.pick(&sc.entropy, mc)?,
+                        mask: &b.pick(&sc.mask, mc)?,
+                        old_logp: &old_logp,
+                        advantages: &b.rows(&old.advantages, mc)?,
+                        ref_logp: refs.as_ref(),
+                    };
+                    losses.push(actor_loss(cfg, &inputs, means)?);
+                    on_micro();
+                }
+                Ok(losses)
             },
         )?;
         if from_forward {
@@ -240,18 +277,20 @@ impl UpdateBatch<'_> {
 /// whole batch, so [`super::update`] runs it only every `actor.kl_after_update_freq` iterations.
 pub(super) fn kl_after_update(
     model: &pol::LlamaModel,
+    cfg: &Config,
     samples: &[TrainSample],
     old_logp: &[Vec<f32>],
-    micro: usize,
     pad_id: u32,
 ) -> pol::Result<f64> {
     let (mut sum, mut n) = (0.0f64, 0usize);
     let idx: Vec<usize> = (0..samples.len()).collect();
-    for mc in idx.chunks(micro) {
-        let refs: Vec<&TrainSample> = mc.iter().map(|&i| &samples[i]).collect();
+    let a = &cfg.actor;
+    for pass in passes::plan(samples, &idx, a.micro_batch_size, a.max_tokens_per_pass) {
+        let pass = passes::indices(&pass);
+        let refs: Vec<&TrainSample> = pass.iter().map(|&i| &samples[i]).collect();
         let batch = token_batch(&refs, pad_id)?;
         let new = rows_of(&pol::score(model, &batch)?.logprobs, &refs)?;
-        for (&i, row) in mc.iter().zip(&new) {
+        for (&i, row) in pass.iter().zip(&new) {
             for ((lp, old), w) in row.iter().zip(&old_logp[i]).zip(&samples[i].loss_mask) {
                 if *w > 0.0 {
                     sum += f64::from(kl_estimate(*old, *lp, KlType::K3));

@@ -26,6 +26,8 @@ pub struct IterationReport {
     pub metrics: Metrics,
     /// Model FLOPs of the iteration's forwards, counted from their shapes.
     pub flops: FlopCount,
+    /// The policy's hidden and MLP widths (the shapes of the update's largest products).
+    pub widths: (usize, usize),
 }
 
 impl IterationReport {
@@ -104,6 +106,10 @@ pub fn one_iteration(
         memory: probe.finish(),
         metrics,
         flops,
+        widths: (
+            trainer.model_config().hidden_size,
+            trainer.model_config().intermediate_size,
+        ),
     })
 }
 
@@ -114,9 +120,17 @@ pub fn one_iteration(
 /// # Errors
 /// Allocation or matmul failure on `device`.
 pub fn gemm_peak_gflops(device: &Device, reps: usize) -> anyhow::Result<f64> {
-    let n = 1024;
-    let a = ragen_gym_policy::Tensor::randn(0f32, 1.0, (n, n), device)?;
-    let b = ragen_gym_policy::Tensor::randn(0f32, 1.0, (n, n), device)?;
+    gemm_gflops(device, [1024, 1024, 1024], reps)
+}
+
+/// The speed of `[m, k] × [k, n]` f32 products through candle's matmul in GFLOP/s: the best of
+/// `reps` after one warm-up, `2·m·k·n` FLOPs each.
+///
+/// # Errors
+/// Allocation or matmul failure on `device`.
+pub fn gemm_gflops(device: &Device, [m, k, n]: [usize; 3], reps: usize) -> anyhow::Result<f64> {
+    let a = ragen_gym_policy::Tensor::randn(0f32, 1.0, (m, k), device)?;
+    let b = ragen_gym_policy::Tensor::randn(0f32, 1.0, (k, n), device)?;
     a.matmul(&b)?;
     device.synchronize()?;
     let mut best = f64::INFINITY;
@@ -126,5 +140,5 @@ pub fn gemm_peak_gflops(device: &Device, reps: usize) -> anyhow::Result<f64> {
         device.synchronize()?;
         best = best.min(t.elapsed().as_secs_f64());
     }
-    Ok(2.0 * (n as f64).powi(3) / best / 1e9)
+    Ok(2.0 * (m * k * n) as f64 / best / 1e9)
 }

@@ -15,6 +15,7 @@ use crate::shared::run::RunEnvs;
 use anyhow::Context;
 use ragen_gym_policy as pol;
 use ragen_gym_starpo::action_constraint;
+use ragen_gym_starpo::policy_adapter::{PolicyGenerator, PrefixSharing};
 use ragen_gym_starpo::{
     Config, EnvPool, EvalResult, Reporter, RolloutParams, RunDir, Split, TrainEvent, evaluate,
     evaluate_with,
@@ -147,16 +148,11 @@ fn evaluate_local(
     let (m, tokenizer, source) = load_model(model, device)?;
     let constraint =
         action_constraint(cfg, pool.spec(), &tokenizer).map_err(ExpectedError::config)?;
-    let r = evaluate(
-        cfg,
-        &m,
-        &tokenizer,
-        constraint.as_ref(),
-        pool,
-        cfg.seed.sampler,
-        &mut |_| {},
-    )
-    .map_err(|e| ExpectedError::training("evaluation", e))?;
+    let sharing = PrefixSharing::decide(cfg, &m);
+    let mut generator =
+        PolicyGenerator::new(m.detached(), &tokenizer, constraint.as_ref(), sharing);
+    let r = evaluate(cfg, &mut generator, pool, cfg.seed.sampler, &mut |_| {})
+        .map_err(|e| ExpectedError::training("evaluation", e))?;
     Ok((r, source.display().to_string()))
 }
 

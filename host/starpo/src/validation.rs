@@ -5,11 +5,10 @@
 use crate::batch::build_sample;
 use crate::config::Config;
 use crate::metrics::{Metrics, rollout_metrics};
-use crate::policy_adapter::{PolicyGenerator, PolicyTokenizer};
+use crate::policy_adapter::PolicyGenerator;
 use crate::rollout::{EnvPool, Generator, RolloutError, RolloutParams, rollout};
 use crate::seeds::group_seeds;
 use ragen_gym_core::Trajectory;
-use ragen_gym_policy as pol;
 
 /// Result of the validation protocol.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,30 +54,21 @@ pub fn evaluate_with(
     })
 }
 
-/// Run the validation protocol with `model` on `pool` (at least `cfg.val_batch_size()` envs),
-/// decoding under `constraint` when the run has one ([`crate::action_constraint()`]).
+/// Run the validation protocol with a candle policy's `generator` ([`PolicyGenerator::new`]:
+/// its model, constraint and prefix sharing) on `pool` (at least `cfg.val_batch_size()` envs).
 /// `on_progress` gets the prompts sampled so far in the current turn.
 pub fn evaluate(
     cfg: &Config,
-    model: &pol::LlamaModel,
-    tokenizer: &pol::Tokenizer,
-    constraint: Option<&pol::Constraint>,
+    generator: &mut PolicyGenerator<'_>,
     pool: &mut EnvPool,
     sampler_seed: u64,
     on_progress: &mut dyn FnMut(usize),
 ) -> Result<EvalResult, RolloutError> {
     let p = RolloutParams::from_config(cfg, pool.spec(), cfg.rollout.val_temperature, sampler_seed);
-    let mut generator = PolicyGenerator {
-        model: model.detached(),
-        tokenizer: PolicyTokenizer(tokenizer),
-        constraint,
-        prefix_cache: crate::policy_adapter::prefix_cache(cfg),
-    };
-    let mut r = evaluate_with(cfg, &mut generator, &p, pool, on_progress)?;
-    let tok = PolicyTokenizer(tokenizer);
+    let mut r = evaluate_with(cfg, generator, &p, pool, on_progress)?;
     let mut lens = Vec::new();
     for (i, t) in r.trajectories.iter().enumerate() {
-        if let Some(s) = build_sample(&tok, &p.prompt, t, i, t.score(), false)? {
+        if let Some(s) = build_sample(&generator.tokenizer, &p.prompt, t, i, t.score(), false)? {
             lens.push(s.response_tokens() as f64);
         }
     }
