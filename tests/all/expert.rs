@@ -9,9 +9,7 @@
 use crate::child::cli;
 use crate::sandbox_hostile::{assert_neighbour_ok, env, fixture, sandbox};
 use ragen_gym_builtins::{BUILTINS, find};
-use ragen_gym_core::{
-    Env, EnvCallError, INTERFACE_VERSION, PluginFailureKind, follow_expert,
-};
+use ragen_gym_core::{Env, EnvCallError, INTERFACE_VERSION, PluginFailureKind, follow_expert};
 use ragen_gym_sandbox::{Grants, Plugin, Sandbox, SandboxConfig, WasmEnv};
 
 fn old_contract() -> Plugin {
@@ -99,7 +97,11 @@ fn the_expert_runs_under_the_limits_of_step() {
         ("expert:loop", PluginFailureKind::OutOfFuel, "expert advise"),
         ("expert:alloc", PluginFailureKind::OutOfMemory, "cap"),
         ("expert:panic", PluginFailureKind::Panic, "on purpose"),
-        ("expert:obs:2000000", PluginFailureKind::BadOutput, "advised action"),
+        (
+            "expert:obs:2000000",
+            PluginFailureKind::BadOutput,
+            "advised action",
+        ),
     ] {
         let mut e = env(mode);
         assert!(e.expert_info().unwrap().is_some(), "{mode}");
@@ -127,7 +129,10 @@ fn frozenlake_experts_reach_the_reference_rates() {
     // 1,000 episodes is 0.016, so 0.04 is 2.5 of them. The counts must also agree with the
     // experts' own exact probabilities (value iteration / policy evaluation) within 4 sd.
     let make = find("frozenlake").unwrap().native.unwrap();
-    for (config, reference) in [(r#"{"expert":"optimal"}"#, 0.49), (r#"{"expert":"greedy"}"#, 0.37)] {
+    for (config, reference) in [
+        (r#"{"expert":"optimal"}"#, 0.49),
+        (r#"{"expert":"greedy"}"#, 0.37),
+    ] {
         let mut env = make(config).unwrap();
         let (wins, claimed) = expert_rate(env.as_mut(), 1000);
         let rate = wins as f64 / 1000.0;
@@ -171,10 +176,19 @@ fn every_builtin_says_whether_it_has_an_expert() {
     for b in BUILTINS {
         let sandbox = Sandbox::new(SandboxConfig::default()).expect("sandbox");
         let plugin = sandbox.load_bytes(b.name, b.wasm).expect("load");
-        assert!(plugin.has_expert_export(), "{}: built on the 0.1.1 SDKs", b.name);
+        assert!(
+            plugin.has_expert_export(),
+            "{}: built on the 0.1.1 SDKs",
+            b.name
+        );
         let mut env = WasmEnv::new(&plugin, "", Grants::default()).expect("env");
         let info = env.expert_info().unwrap();
-        assert_eq!(info.is_some(), b.name != "webshop-bridge", "{}: {info:?}", b.name);
+        assert_eq!(
+            info.is_some(),
+            b.name != "webshop-bridge",
+            "{}: {info:?}",
+            b.name
+        );
         if b.name == "countdown" {
             // Python: the expression the task was made from.
             let (wins, claimed) = expert_rate(&mut env, 5);
@@ -186,20 +200,44 @@ fn every_builtin_says_whether_it_has_an_expert() {
 #[test]
 fn eval_policy_expert_prints_the_optimum_line_and_names_a_plugin_without_one() {
     let out = std::process::Command::new(cli())
-        .args(["eval", "--env", "bandit", "--policy", "expert", "--episodes", "20", "--json"])
+        .args([
+            "eval",
+            "--env",
+            "bandit",
+            "--policy",
+            "expert",
+            "--episodes",
+            "20",
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["policy"], "expert");
     assert_eq!(v["success_rate"], 1.0);
     assert_eq!(v["expert"]["optimal"], true);
     assert_eq!(v["expert"]["mean_claimed_success"], 1.0);
     let out = std::process::Command::new(cli())
-        .args(["eval", "--env", env!("FIXTURE_OLD_CONTRACT"), "--policy", "expert", "--episodes", "2"])
+        .args([
+            "eval",
+            "--env",
+            env!("FIXTURE_OLD_CONTRACT"),
+            "--policy",
+            "expert",
+            "--episodes",
+            "2",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("plugin old/Counter-v0 0.1.0 has no expert"), "{err}");
+    assert!(
+        err.contains("plugin old/Counter-v0 0.1.0 has no expert"),
+        "{err}"
+    );
 }

@@ -574,7 +574,10 @@ fn sft_on_expert_demonstrations_raises_the_experts_log_prob_and_success() {
     );
     // Measured once: -2.01 before (the trained tokens are the arm name's choices and the
     // end of the answer), -0.001 after 6 epochs.
-    assert!(before < -0.3, "an untrained model is not sure of the arm: {before}");
+    assert!(
+        before < -0.3,
+        "an untrained model is not sure of the arm: {before}"
+    );
     assert!(after > 0.9f64.ln(), "after SFT: {after}");
     assert!((0.25..=0.75).contains(&success[0]), "{success:?}");
     assert!(success[success.len() - 1] >= 0.9, "{success:?}");

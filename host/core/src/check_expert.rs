@@ -112,7 +112,11 @@ pub(crate) fn check_claims(expert: &str, episodes: &[(u64, ExpertEpisode)]) -> R
         .collect();
     let expected: f64 = claimed.iter().map(|c| c.0).sum();
     let successes = claimed.iter().filter(|c| c.1).count() as f64;
-    let sd = claimed.iter().map(|c| c.0 * (1.0 - c.0)).sum::<f64>().sqrt();
+    let sd = claimed
+        .iter()
+        .map(|c| c.0 * (1.0 - c.0))
+        .sum::<f64>()
+        .sqrt();
     if (successes - expected).abs() > 4.0 * sd + 1.0 {
         return Err(format!(
             "the expert ({expert}) claimed {expected:.2} successes in {} episodes (sd {sd:.2}) \
@@ -142,12 +146,17 @@ mod tests {
         assert!(e.starts_with("seed 1:") && e.contains("bfs"), "{e}");
         // 32 episodes at p = 0.5: expected 16, sd 2.83, so 4 sd + 1 allows 16 +- 12.3.
         let half = |wins: usize| -> Vec<(u64, ExpertEpisode)> {
-            (0..32).map(|i| (i, ep(Some(0.5), (i as usize) < wins))).collect()
+            (0..32)
+                .map(|i| (i, ep(Some(0.5), (i as usize) < wins)))
+                .collect()
         };
         assert!(check_claims("dp", &half(5)).is_ok());
         assert!(check_claims("dp", &half(28)).is_ok());
         let e = check_claims("dp", &half(29)).unwrap_err();
-        assert!(e.contains("16.00 successes in 32") && e.contains("29"), "{e}");
+        assert!(
+            e.contains("16.00 successes in 32") && e.contains("29"),
+            "{e}"
+        );
         // Episodes without a stated probability are not counted.
         let unknown: Vec<_> = (0..32).map(|i| (i, ep(None, false))).collect();
         assert!(check_claims("x", &unknown).is_ok());

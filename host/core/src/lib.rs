@@ -45,8 +45,7 @@ pub use failure::{PluginFailure, PluginFailureKind};
 pub use manifest::{Capabilities, MANIFEST_SECTION, Manifest, ManifestLimits, PluginKind};
 pub use plugin_file::{MAX_PLUGIN_BYTES, PluginFileError, read_plugin_file};
 pub use ragen_gym_sdk::{
-    Advice, EnvError, EnvSpec, ExpertInfo, Metric, ResetResult, RewardBreakdown, StepResult,
-    Symbol,
+    Advice, EnvError, EnvSpec, ExpertInfo, Metric, ResetResult, RewardBreakdown, StepResult, Symbol,
 };
 pub use replay::{Divergence, replay_trajectory};
 pub use reward::{RewardError, RewardFunction};

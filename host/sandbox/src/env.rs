@@ -183,16 +183,13 @@ fn instantiate(
     let mut store = plugin.new_store(grants, http_denied.clone());
     plugin.arm(&mut store, Call::Instantiate);
     stats.instances += 1;
-    let guest = plugin
-        .pre()
-        .instantiate(&mut store)
-        .and_then(|instance| {
-            let expert = expert_indices
-                .as_ref()
-                .map(|e| e.load(&mut store, &instance))
-                .transpose()?;
-            Ok((indices.load(&mut store, &instance)?, expert))
-        });
+    let guest = plugin.pre().instantiate(&mut store).and_then(|instance| {
+        let expert = expert_indices
+            .as_ref()
+            .map(|e| e.load(&mut store, &instance))
+            .transpose()?;
+        Ok((indices.load(&mut store, &instance)?, expert))
+    });
     let (guest, expert) = match guest {
         Ok(g) => g,
         Err(e) => {

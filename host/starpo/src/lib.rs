@@ -70,8 +70,8 @@ pub use rollout::{
 };
 pub use run_dir::{RunDir, RunInfo, TrainerState};
 #[cfg(feature = "trainer")]
+pub use sft::{Demonstrations, SftSetup, SftTrainer};
+#[cfg(feature = "trainer")]
 pub use trainer::{TrainSetup, Trainer};
 #[cfg(feature = "trainer")]
 pub use validation::{EvalResult, evaluate, evaluate_with};
-#[cfg(feature = "trainer")]
-pub use sft::{Demonstrations, SftSetup, SftTrainer};

@@ -283,7 +283,12 @@ impl SftTrainer {
     }
 
     /// `train`'s validation protocol; its `val-env/*` metrics go into `m`.
-    fn validate(&mut self, it: u32, m: &mut Metrics, ev: &mut Emitter<'_>) -> Result<(), TrainError> {
+    fn validate(
+        &mut self,
+        it: u32,
+        m: &mut Metrics,
+        ev: &mut Emitter<'_>,
+    ) -> Result<(), TrainError> {
         let t = Instant::now();
         ev.phase(it, Phase::Validation, self.val_pool.len());
         let mut generator = PolicyGenerator::new(

@@ -271,9 +271,19 @@ impl FrozenLake {
             ExpertKind::Optimal => expert::optimal,
             ExpertKind::Greedy => expert::greedy,
         };
-        let choice = choose(&episode.map, episode.player, left, c.is_slippery, c.success_rate);
+        let choice = choose(
+            &episode.map,
+            episode.player,
+            left,
+            c.is_slippery,
+            c.success_rate,
+        );
         Ok(Advice {
-            actions: choice.actions.iter().map(|&a| ACTION_NAMES[a].to_string()).collect(),
+            actions: choice
+                .actions
+                .iter()
+                .map(|&a| ACTION_NAMES[a].to_string())
+                .collect(),
             success_probability: Some(choice.success_probability),
         })
     }

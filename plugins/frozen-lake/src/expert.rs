@@ -74,7 +74,10 @@ pub fn optimal(
     let mut q = vec![[0.0; 4]; map.cells.len()];
     for _ in 0..horizon {
         q = q_values(map, &v, slippery, success_rate);
-        v = q.iter().map(|qs| qs.iter().copied().fold(0.0, f64::max)).collect();
+        v = q
+            .iter()
+            .map(|qs| qs.iter().copied().fold(0.0, f64::max))
+            .collect();
     }
     let best = v[player];
     Choice {
@@ -158,7 +161,10 @@ mod tests {
         assert!((one.success_probability - THIRD).abs() < 1e-12);
         let two = optimal(&map, 14, 2, true, THIRD);
         assert_eq!(two.actions, vec![1, 2]);
-        assert!((two.success_probability - 4.0 / 9.0).abs() < 1e-12, "{two:?}");
+        assert!(
+            (two.success_probability - 4.0 / 9.0).abs() < 1e-12,
+            "{two:?}"
+        );
         // No step left: nothing can be reached.
         assert_eq!(optimal(&map, 14, 0, true, THIRD).success_probability, 0.0);
     }

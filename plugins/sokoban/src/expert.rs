@@ -124,7 +124,10 @@ mod tests {
             let plan = shortest_solution(&g.level, 100_000).unwrap();
             let (len, moves) = shortest_first_moves(&g.level).unwrap();
             assert_eq!(len as usize, plan.len(), "seed {seed}");
-            assert!(moves.contains(&plan[0]), "seed {seed}: {moves:?} vs {plan:?}");
+            assert!(
+                moves.contains(&plan[0]),
+                "seed {seed}: {moves:?} vs {plan:?}"
+            );
         }
     }
 }

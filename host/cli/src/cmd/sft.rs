@@ -20,9 +20,7 @@ use crate::shared::plugins::write_lock;
 use crate::shared::run::RunEnvs;
 use crate::shared::sandbox::SandboxArgs;
 use ragen_gym_starpo::run_dir::read_trajectory_records;
-use ragen_gym_starpo::{
-    Demonstrations, Metrics, RunDir, SftSetup, SftTrainer, Split, TrainError,
-};
+use ragen_gym_starpo::{Demonstrations, Metrics, RunDir, SftSetup, SftTrainer, Split, TrainError};
 use std::path::PathBuf;
 
 /// Arguments of `ragen-gym sft`.
@@ -72,7 +70,11 @@ pub struct Args {
 /// Read the demonstrations of `--demonstrations FILE`.
 fn read_demonstrations(path: &std::path::Path) -> anyhow::Result<Demonstrations> {
     let records = read_trajectory_records(path, None)?;
-    anyhow::ensure!(!records.is_empty(), "{} holds no trajectory", path.display());
+    anyhow::ensure!(
+        !records.is_empty(),
+        "{} holds no trajectory",
+        path.display()
+    );
     Ok(Demonstrations::Given(
         records.into_iter().map(|(_, r)| r.trajectory).collect(),
     ))
@@ -130,10 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let jsonl = JsonlReporter::with_files(RunDir::open(run.root())?, env_source, 64, files);
     write_demonstrations(&run, &jsonl, sft.demonstrations())?;
-    let mut reporters = Reporters(vec![
-        Box::new(ProgressReporter::new()),
-        Box::new(jsonl),
-    ]);
+    let mut reporters = Reporters(vec![Box::new(ProgressReporter::new()), Box::new(jsonl)]);
     let epochs = sft
         .train(&mut reporters)
         .map_err(|e| ExpectedError::training("sft", e))?;

@@ -88,14 +88,15 @@ pub fn demonstration_samples(
         let mut t = demo.clone();
         if let Some(c) = constraint {
             for (turn, x) in t.turns.iter_mut().enumerate() {
-                let trace = expert_trace(tokenizer, c, &x.response, prompt.enable_think)
-                    .map_err(|source| SampleError::Answer {
+                let trace = expert_trace(tokenizer, c, &x.response, prompt.enable_think).map_err(
+                    |source| SampleError::Answer {
                         index,
                         seed: demo.seed,
                         turn,
                         response: x.response.clone(),
                         source,
-                    })?;
+                    },
+                )?;
                 x.sampled = Some(trace);
             }
         }
