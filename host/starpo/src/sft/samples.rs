@@ -67,7 +67,7 @@ pub enum SampleError {
         response: String,
         /// The constraint's error.
         #[source]
-        source: pol::PolicyError,
+        source: Box<pol::PolicyError>,
     },
 }
 
@@ -94,7 +94,7 @@ pub fn demonstration_samples(
                         seed: demo.seed,
                         turn,
                         response: x.response.clone(),
-                        source,
+                        source: Box::new(source),
                     },
                 )?;
                 x.sampled = Some(trace);
