@@ -10,10 +10,11 @@
 //! `ragen-gym.lock` and the checkpoint; `ragen-gym train --resume DIR` continues it with RL.
 
 use crate::ExpectedError;
-use crate::cmd::train::{default_run_dir, user_config};
+use crate::cmd::train::{default_run_dir, references, user_config};
 use crate::report::Reporters;
 use crate::report::jsonl::{EnvSource, JsonlReporter};
 use crate::report::progress::ProgressReporter;
+use crate::report::summary::SummaryReporter;
 use crate::shared::config::base_config;
 use crate::shared::device::DeviceArgs;
 use crate::shared::plugins::write_lock;
@@ -107,6 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .run_dir
         .clone()
         .unwrap_or_else(|| default_run_dir(&format!("{}-sft", args.env)));
+    let summary = SummaryReporter::new(config.val_batch_size(), references(&envs, &config)?);
     let mut sft = SftTrainer::new(SftSetup {
         make_env: envs.factory(&config),
         plugin_sha256: envs.sha256(),
@@ -132,7 +134,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let jsonl = JsonlReporter::with_files(RunDir::open(run.root())?, env_source, 64, files);
     write_demonstrations(&run, &jsonl, sft.demonstrations())?;
-    let mut reporters = Reporters(vec![Box::new(ProgressReporter::new()), Box::new(jsonl)]);
+    let mut reporters = Reporters(vec![
+        Box::new(ProgressReporter::new()),
+        Box::new(jsonl),
+        Box::new(summary),
+    ]);
     let epochs = sft
         .train(&mut reporters)
         .map_err(|e| ExpectedError::training("sft", e))?;

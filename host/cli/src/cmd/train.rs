@@ -7,11 +7,11 @@
 //! With `--resume DIR` the run's own `config.toml` replaces the first four layers.
 
 use crate::ExpectedError;
-use crate::cmd::eval::random_success_rate;
+use crate::cmd::eval::{PolicyKind, success_rate};
 use crate::report::Reporters;
 use crate::report::jsonl::{EnvSource, JsonlReporter};
 use crate::report::progress::ProgressReporter;
-use crate::report::summary::{RandomReference, SummaryReporter};
+use crate::report::summary::{Reference, SummaryReporter};
 use crate::report::tensorboard::TensorBoardReporter;
 use crate::shared::config::base_config;
 use crate::shared::device::DeviceArgs;
@@ -123,24 +123,46 @@ fn run_base(args: &Args, device: &Device) -> anyhow::Result<(ConfigBuilder, Stri
     Ok((b, env, dir))
 }
 
-/// The random policy's success rate on the run's validation seeds (`seed.val + i`, as
-/// `ragen-gym eval --policy random` plays them), for the closing summary; `None` for an env
-/// without action names (the random policy then needs the observation's action list).
-fn random_reference(envs: &RunEnvs, config: &Config) -> anyhow::Result<Option<RandomReference>> {
+/// The reference policies' success rates on the run's validation seeds (`seed.val + i`, as
+/// `ragen-gym eval --policy P` plays them), for the closing summary: the random policy when the
+/// env has action names (otherwise it needs the observation's action list), and the env's
+/// expert when it has one for this config (the optimum line when the expert is optimal).
+pub(crate) fn references(envs: &RunEnvs, config: &Config) -> anyhow::Result<Vec<Reference>> {
     let mut env = new_env(&envs.plugin, &config.env.config, envs.grants.clone())?;
-    if env.spec().action_names.as_ref().is_none_or(Vec::is_empty) {
-        return Ok(None);
-    }
     let v = &config.es_manager.val;
     let seeds: Vec<u64> = group_seeds(config.seed.val, v.env_groups, v.group_size)
         .into_iter()
         .map(|(_, seed)| seed)
         .collect();
-    Ok(Some(RandomReference {
-        success: random_success_rate(env.as_mut(), &seeds)?,
-        episodes: seeds.len(),
-        actions: env.spec().max_episode_steps,
-    }))
+    let mut out = Vec::new();
+    if env
+        .spec()
+        .action_names
+        .as_ref()
+        .is_some_and(|n| !n.is_empty())
+    {
+        out.push(Reference {
+            policy: format!(
+                "random policy ({} uniform actions)",
+                env.spec().max_episode_steps
+            ),
+            success: success_rate(env.as_mut(), &seeds, PolicyKind::Random)?,
+            episodes: seeds.len(),
+        });
+    }
+    if let Some(info) = env.expert_info()? {
+        let kind = if info.optimal {
+            "optimal"
+        } else {
+            "not optimal"
+        };
+        out.push(Reference {
+            policy: format!("expert policy ({kind}: {})", info.description),
+            success: success_rate(env.as_mut(), &seeds, PolicyKind::Expert)?,
+            episodes: seeds.len(),
+        });
+    }
+    Ok(out)
 }
 
 /// Run the subcommand.
@@ -166,7 +188,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         env_config: config.env.config.clone(),
     };
     let log_trajectories = config.trainer.log_trajectories as usize;
-    let summary = SummaryReporter::new(config.val_batch_size(), random_reference(&envs, &config)?);
+    let summary = SummaryReporter::new(config.val_batch_size(), references(&envs, &config)?);
     let mut trainer = Trainer::new(TrainSetup {
         make_env: envs.factory(&config),
         plugin_sha256: envs.sha256(),

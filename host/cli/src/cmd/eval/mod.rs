@@ -295,16 +295,21 @@ fn expert_steps(run: &mut Run<'_>, spec: &EnvSpec, tally: &mut Tally) {
     }
 }
 
-/// The random policy's success rate over one episode per seed in `seeds` (e.g. a run's
-/// validation seeds), each played as `eval --policy random --seed SEED` plays its first episode.
+/// The success rate of `policy` (random, or the env's expert) over one episode per seed in
+/// `seeds` (e.g. a run's validation seeds), each played as `eval --policy P --seed SEED` plays
+/// its first episode.
 ///
 /// # Errors
 /// As [`episode`].
-pub(crate) fn random_success_rate(env: &mut dyn Env, seeds: &[u64]) -> anyhow::Result<f64> {
+pub(crate) fn success_rate(
+    env: &mut dyn Env,
+    seeds: &[u64],
+    policy: PolicyKind,
+) -> anyhow::Result<f64> {
     let spec = env.spec().clone();
     let mut tally = Tally::default();
     for &seed in seeds {
-        episode(env, &spec, PolicyKind::Random, 0, seed, &mut tally)?;
+        episode(env, &spec, policy, 0, seed, &mut tally)?;
     }
     Ok(f64::from(tally.successes) / seeds.len().max(1) as f64)
 }
