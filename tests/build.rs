@@ -10,6 +10,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("NOEXPORT", "ragen-hostile-noexport"),
     ("REWARD_LEN", "ragen-reward-len"),
     ("MISMATCH", "ragen-mismatch"),
+    ("OLD_CONTRACT", "ragen-old-contract"),
 ];
 
 fn main() {

@@ -14,13 +14,14 @@ numbers in 1..99 and combines them all, in a random order and shape, with random
 (keeping every intermediate value a positive whole number) until the result is a target in
 1..100, so every task has a solution. RAGEN evaluates answers with Python's `eval` (empty
 builtins) after a character check; this plugin parses them with `evaluate` below, which gives
-the same value for every answer that passes that check.
+the same value for every answer that passes that check. The expert answers with the expression
+the task was made from.
 """
 
 import re
 from fractions import Fraction
 
-from ragen_gym import Env, InvalidConfig, Spec, Step
+from ragen_gym import Advice, Env, Expert, InvalidConfig, Spec, Step
 
 ALLOWED = re.compile(r"^[\d+\-*/().\s]+$")
 TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\*\*|//|[-+*/()])")
@@ -156,10 +157,16 @@ class Countdown(Env):
         )
 
     def reset(self, seed):
-        self.target, self.numbers, _ = make_task(self.random, self.config)
+        self.target, self.numbers, self.solution = make_task(self.random, self.config)
         return f"Target: {self.target}, nums: {self.numbers}"
 
     def step(self, action):
         reward = score(action, self.target, self.numbers, self.config)
         return Step(f"Your answer get {reward} points.", reward=reward, terminated=True,
                     success=reward == self.config["score"], valid=bool(ALLOWED.match(action)))
+
+    def expert_info(self):
+        return Expert("the expression the task was generated from", optimal=True)
+
+    def expert(self):
+        return Advice(self.solution, success_probability=1.0)

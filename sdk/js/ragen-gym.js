@@ -10,8 +10,13 @@
 //     }
 //   }
 //
+// An env may also have an expert (what a good action is now: demonstrations, `eval --policy
+// expert`, `sft`): `expertInfo()` returns `{ description, optimal }` (or nothing: no expert) and
+// `expert()` the action, a list of equally good ones (preferred first), or
+// `{ actions, successProbability }`.
+//
 // `ragen-gym build` bundles the default export of the entry file named in package.json
-// (`"ragen-gym": { "entry": "env.js" }`) with `bindEnv` below into a WebAssembly component
+// (`"ragen-gym": { "entry": "env.js" }`) with `bindEnv` and `bindExpert` below into a WebAssembly component
 // (componentize-js) and embeds the manifest. This file imports nothing from the component, so an
 // env can be unit-tested with plain `node`. The author's guide is docs/plugins.md in the
 // ragen-gym repository.
@@ -120,20 +125,49 @@ const metrics = (info = {}) => Object.entries(info).map(([name, value]) => ({ na
 // An error for the component boundary: ours carry a WIT payload; anything else traps.
 const boundary = (e) => (e instanceof Error ? e : new Error(String(e)));
 
+const makeEnv = (EnvClass, text) => new EnvClass(parseConfig(EnvClass.defaults ?? {}, text));
+
+const guarded = (f) => {
+  try {
+    return f();
+  } catch (e) {
+    throw boundary(e);
+  }
+};
+
+/**
+ * The `ragen:gym/expert` export for `EnvClass` (interface 0.1.1; called by the generated entry
+ * module when the project's WIT has it). `advise` gets the `env` resource `bindEnv` made.
+ */
+export function bindExpert(EnvClass) {
+  return {
+    info(config) {
+      const info = guarded(() => makeEnv(EnvClass, config).expertInfo?.());
+      return info ? { description: String(info.description), optimal: Boolean(info.optimal) } : undefined;
+    },
+    advise(state) {
+      if (state.error) throw state.error;
+      if (!state.running) throw new NotReady("no episode running; call reset");
+      const a = guarded(() => {
+        if (typeof state.env.expert !== "function") throw new EnvError(`${EnvClass.name} has no expert`);
+        return state.env.expert();
+      });
+      const advice = typeof a === "string" || Array.isArray(a) ? { actions: a } : a;
+      const actions = typeof advice.actions === "string" ? [advice.actions] : advice.actions.map(String);
+      const p = advice.successProbability;
+      return { actions, successProbability: p === undefined || p === null ? undefined : Number(p) };
+    },
+  };
+}
+
 /**
  * The `ragen:gym/environment` export for `EnvClass` (called by the entry module that
  * `ragen-gym build` generates, with the manifest and the host's `log` import).
  */
 export function bindEnv(EnvClass, manifest, witLog) {
   if (witLog) hostLog = witLog;
-  const make = (text) => new EnvClass(parseConfig(EnvClass.defaults ?? {}, text));
-  const call = (f) => {
-    try {
-      return f();
-    } catch (e) {
-      throw boundary(e);
-    }
-  };
+  const make = (text) => makeEnv(EnvClass, text);
+  const call = guarded;
   class Resource {
     constructor(config) {
       // The WIT constructor cannot fail: keep the error and report it on reset and step.

@@ -4,7 +4,7 @@
 use crate::config::parse_config;
 use crate::env::Environment;
 use crate::manifest::Package;
-use crate::types::{EnvError, EnvSpec};
+use crate::types::{EnvError, EnvSpec, ExpertInfo};
 
 /// Parse and check a config string for `T`.
 ///
@@ -49,6 +49,14 @@ pub fn spec<T: Environment + Package>(config_json: &str) -> Result<EnvSpec, EnvE
 /// [`EnvError::InvalidConfig`] for a bad config, or what `T::new` returns.
 pub fn create<T: Environment>(config_json: &str) -> Result<T, EnvError> {
     T::new(config::<T>(config_json)?)
+}
+
+/// `T`'s expert for a config string (`None`: it has none for that config).
+///
+/// # Errors
+/// [`EnvError::InvalidConfig`] for a bad config.
+pub fn expert_info<T: Environment>(config_json: &str) -> Result<Option<ExpertInfo>, EnvError> {
+    Ok(T::expert_info(&config::<T>(config_json)?))
 }
 
 fn fill(field: &mut String, manifest: &str, name: &str) -> Result<(), EnvError> {

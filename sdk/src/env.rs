@@ -4,12 +4,15 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::manifest::{Capabilities, Limits, ManifestParts, Package};
-use crate::types::{EnvError, EnvSpec, ResetResult, StepResult};
+use crate::types::{Advice, EnvError, EnvSpec, ExpertInfo, ResetResult, StepResult};
 
 /// A Gymnasium-style text environment.
 ///
 /// Only [`ID`](Self::ID), [`Config`](Self::Config), [`spec`](Self::spec), [`new`](Self::new),
-/// [`reset`](Self::reset) and [`step`](Self::step) are required. The plugin's manifest is
+/// [`reset`](Self::reset) and [`step`](Self::step) are required. An env with an expert (what a
+/// good action is from the current state: demonstrations, `eval --policy expert`, `sft`) also
+/// implements [`expert_info`](Self::expert_info) and [`expert`](Self::expert); the defaults say
+/// it has none. The plugin's manifest is
 /// derived from `ID`, [`CAPABILITIES`](Self::CAPABILITIES), [`LIMITS`](Self::LIMITS) and the
 /// crate's Cargo `version` and `description` by [`export_env!`](crate::export_env); the spec's
 /// `id`, `version`, `description` and `default_config` are filled from the same sources, so the
@@ -61,6 +64,22 @@ pub trait Environment: Sized + 'static {
     /// # Errors
     /// [`EnvError::NotReady`] before `reset` or after the episode ended.
     fn step(&mut self, action: &str) -> Result<StepResult, EnvError>;
+
+    /// The env's expert for a config, or `None` (the default) when it has none for it.
+    fn expert_info(config: &Self::Config) -> Option<ExpertInfo> {
+        let _ = config;
+        None
+    }
+
+    /// The expert's advice from the current state; must not change the env. Called only when
+    /// [`expert_info`](Self::expert_info) is `Some` for the env's config.
+    ///
+    /// # Errors
+    /// [`EnvError::NotReady`] before `reset` or after the episode ended; the default reports
+    /// that the env has no expert.
+    fn expert(&mut self) -> Result<Advice, EnvError> {
+        Err(EnvError::Other(format!("{} has no expert", Self::ID)))
+    }
 }
 
 impl ManifestParts {

@@ -41,5 +41,6 @@ pub use imports::{LogLevel, http, log};
 pub use manifest::{Capabilities, INTERFACE_VERSION, Limits, MANIFEST_SECTION, Package};
 pub use reward::RewardFunction;
 pub use types::{
-    EnvError, EnvSpec, Metric, ResetResult, RewardBreakdown, StepResult, Symbol, Trajectory, Turn,
+    Advice, EnvError, EnvSpec, ExpertInfo, Metric, ResetResult, RewardBreakdown, StepResult,
+    Symbol, Trajectory, Turn,
 };

@@ -149,3 +149,33 @@ pub struct RewardBreakdown {
     /// Named parts of `total`.
     pub components: Vec<Metric>,
 }
+
+/// What a plugin's expert is (WIT `expert-info`, since interface 0.1.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExpertInfo {
+    /// One sentence for people: how the expert chooses.
+    pub description: String,
+    /// Its actions maximise the probability of `success` within the episode's step budget.
+    pub optimal: bool,
+}
+
+/// The expert's advice from one state (WIT `advice`, since interface 0.1.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Advice {
+    /// The actions the expert would take now, equally good, the preferred one first (empty: no
+    /// move to recommend).
+    pub actions: Vec<String>,
+    /// The probability that following the expert from here reaches `success` within the steps
+    /// left, when the expert knows it exactly.
+    pub success_probability: Option<f64>,
+}
+
+impl Advice {
+    /// Advice of one action, with the probability of success when known.
+    pub fn one(action: impl Into<String>, success_probability: Option<f64>) -> Self {
+        Self {
+            actions: vec![action.into()],
+            success_probability,
+        }
+    }
+}

@@ -528,3 +528,71 @@ fn a_resumed_run_repeats_the_uninterrupted_one() {
     );
     assert_eq!(a, b);
 }
+
+/// SFT (`ragen_gym_starpo::sft`) on the built-in Bandit's expert: 16 demonstrations (the high
+/// arm, `Dragon`, every time) in the learnability settings above. The tiny random model starts
+/// far from the expert (mean trained-token log-prob below -0.3) and after 6 epochs puts more
+/// than 0.9 on the expert's answer: its mean log-prob rises above ln 0.9 and validation success
+/// goes from about 0.5 to at least 0.9. `train --resume` then
+/// continues the run from iteration 0.
+#[test]
+fn sft_on_expert_demonstrations_raises_the_experts_log_prob_and_success() {
+    use ragen_gym_starpo::{Demonstrations, SftSetup, SftTrainer};
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(&dir.path().join("model"), 3);
+    let cfg = learning_config(&model, "[seed]\nsampler = 3\n");
+    let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
+    let t0 = std::time::Instant::now();
+    let mut sft = SftTrainer::new(SftSetup {
+        lr: cfg.actor.actor_lr,
+        config: cfg.clone(),
+        make_env: Box::new(move || bandit("")),
+        plugin_sha256: "native".into(),
+        env_source: "bandit".into(),
+        run_dir: dir.path().join("run"),
+        device: pol::Device::Cpu,
+        demonstrations: Demonstrations::Collect(16),
+        epochs: 6,
+        batch_size: 4,
+    })
+    .unwrap();
+    let demos = sft.demonstrations();
+    assert_eq!(demos.len(), 16);
+    assert!(demos.iter().all(|t| t.success && t.turns.len() == 1));
+    assert_eq!(demos[0].turns[0].response, "<answer>Dragon</answer>");
+    assert_eq!(demos[3].seed, cfg.seed.train + 3);
+    // One sample per demonstration; under the constraint only the arm's tokens are trained.
+    assert_eq!(sft.samples().len(), 16);
+    let before = sft.expert_logp().unwrap();
+    let epochs = sft.train(&mut |_: &TrainEvent<'_>| Ok(())).unwrap();
+    let after = sft.expert_logp().unwrap();
+    let success: Vec<f64> = epochs.iter().map(|m| m["val-env/Bandit/success"]).collect();
+    let loss: Vec<f64> = epochs.iter().skip(1).map(|m| m["sft/loss"]).collect();
+    eprintln!(
+        "sft: expert log-prob {before:.3} -> {after:.3}, loss {loss:?}, success {success:?} in {:?}",
+        t0.elapsed()
+    );
+    // Measured once: -2.01 before (the trained tokens are the arm name's choices and the
+    // end of the answer), -0.001 after 6 epochs.
+    assert!(
+        before < -0.3,
+        "an untrained model is not sure of the arm: {before}"
+    );
+    assert!(after > 0.9f64.ln(), "after SFT: {after}");
+    assert!((0.25..=0.75).contains(&success[0]), "{success:?}");
+    assert!(success[success.len() - 1] >= 0.9, "{success:?}");
+    assert!(loss[loss.len() - 1] < loss[0], "{loss:?}");
+    // `train --resume` continues the SFT run directory with RL, from iteration 0.
+    let resumed = Trainer::new(TrainSetup {
+        config: cfg,
+        make_env: Box::new(move || bandit("")),
+        plugin_sha256: "native".into(),
+        env_source: "bandit".into(),
+        reward_functions: vec![],
+        run_dir: dir.path().join("run"),
+        resume: true,
+        device: pol::Device::Cpu,
+    })
+    .unwrap();
+    assert_eq!(resumed.iteration(), 0);
+}

@@ -7,6 +7,7 @@ mod builtin_envs;
 mod child;
 mod countdown;
 mod docs;
+mod expert;
 mod failure_policy;
 mod kill_resume;
 mod learning;

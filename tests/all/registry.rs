@@ -157,7 +157,11 @@ fn publish_then_run_by_tag_and_digest_and_the_lock_catches_a_moved_tag() {
             e.version.as_str(),
             e.interface_version.as_str()
         ),
-        ("ragen/Sokoban-v0", "0.1.0", "0.1.0")
+        (
+            "ragen/Sokoban-v0",
+            "0.1.0",
+            ragen_gym_core::INTERFACE_VERSION
+        )
     );
     let saved = tempfile::tempdir().unwrap();
     let locked = saved.path().join("ragen-gym.lock");

@@ -17,7 +17,7 @@ use ragen_gym_starpo::{Config, EnvPool, Metrics, RolloutParams, rollout};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-fn fixture(path: &str) -> Vec<u8> {
+pub(crate) fn fixture(path: &str) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
 }
 
@@ -27,7 +27,7 @@ fn hostile_bytes() -> Vec<u8> {
 
 /// One sandbox for the suite: fuel on, 1e9 fuel per call (~100 ms of a tight loop; enough to build a 100 MB string), 160 MiB
 /// memory cap (room for the 100 MB observation, not for 2 GiB), 1 MiB output cap, in-memory cache only.
-fn sandbox() -> &'static Sandbox {
+pub(crate) fn sandbox() -> &'static Sandbox {
     static SB: OnceLock<Sandbox> = OnceLock::new();
     SB.get_or_init(|| {
         Sandbox::new(SandboxConfig {
@@ -51,12 +51,12 @@ fn hostile() -> Plugin {
     .clone()
 }
 
-fn env(mode: &str) -> WasmEnv {
+pub(crate) fn env(mode: &str) -> WasmEnv {
     WasmEnv::new(&hostile(), mode, Grants::default()).expect("hostile env")
 }
 
 /// A well-behaved env (the hostile plugin in mode "") beside the hostile one: must keep working.
-fn assert_neighbour_ok(neighbour: &mut WasmEnv) {
+pub(crate) fn assert_neighbour_ok(neighbour: &mut WasmEnv) {
     assert_eq!(
         neighbour.reset(5).expect("neighbour reset").observation,
         "ok"
@@ -381,8 +381,12 @@ fn nan_reward_is_refused_and_the_env_recovers() {
 #[test]
 fn wrong_interface_major_version_names_both_versions() {
     let mut bytes = hostile_bytes();
-    let from = br#""interface_version":"0.1.0""#;
-    let to = br#""interface_version":"1.0.0""#;
+    let from = format!(
+        r#""interface_version":"{}""#,
+        ragen_gym_core::INTERFACE_VERSION
+    );
+    let from = from.as_bytes();
+    let to = br#""interface_version":"9.0.0""#;
     // Patch the copy inside the `ragen:plugin` section (the string may also sit in a data segment).
     let section = bytes
         .windows(12)
@@ -397,7 +401,7 @@ fn wrong_interface_major_version_names_both_versions() {
     match sandbox().load_bytes("hostile-v1.wasm", &bytes) {
         Err(e @ LoadError::IncompatibleInterface { .. }) => {
             let msg = e.to_string();
-            assert!(msg.contains("1.0.0") && msg.contains("0.1.0"), "{msg}");
+            assert!(msg.contains("9.0.0") && msg.contains("^0.1.0"), "{msg}");
         }
         other => panic!("expected IncompatibleInterface, got {:?}", other.err()),
     }
@@ -668,7 +672,10 @@ fn inspect_reads_the_manifest_without_running_and_hashes_the_file() {
     let bytes = hostile_bytes();
     let info = inspect_bytes("hostile.wasm", &bytes).unwrap();
     assert_eq!(info.manifest.id, "hostile/Hostile-v0");
-    assert_eq!(info.manifest.interface_version, "0.1.0");
+    assert_eq!(
+        info.manifest.interface_version,
+        ragen_gym_core::INTERFACE_VERSION
+    );
     assert_eq!(
         info.manifest.capabilities.http,
         vec!["127.0.0.1:9".to_string()]

@@ -32,6 +32,8 @@ pub enum Command {
     Generate(cmd::generate::Args),
     /// Train a policy with StarPO / StarPO-S.
     Train(cmd::train::Args),
+    /// Fine-tune a policy on the env expert's demonstrations (continue with `train --resume`).
+    Sft(cmd::sft::Args),
     /// Write PNG training curves for a run directory.
     Plot(cmd::plot::Args),
     /// Push a plugin to an OCI registry as a Wasm OCI artifact (`oci://registry/namespace/name:tag`).
@@ -65,6 +67,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Bench(c) => cmd::bench::run(c),
         Command::Generate(a) => cmd::generate::run(a),
         Command::Train(a) => cmd::train::run(a),
+        Command::Sft(a) => cmd::sft::run(a),
         Command::Plot(a) => cmd::plot::run(a),
         Command::Publish(a) => cmd::publish::run(a),
         Command::Replay(a) => cmd::replay::run(a),

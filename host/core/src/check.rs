@@ -2,7 +2,8 @@
 //! (`gymnasium.utils.env_checker`): spec sanity, reset determinism
 //! (`check_reset_seed_determinism`), step determinism (a seeded random action log replayed
 //! twice on fresh envs), and limits (episodes end within `max_episode_steps` without plugin
-//! errors; rewards finite).
+//! errors; rewards finite), and for an env with an expert, the expert's claims
+//! ([`crate::check_expert`]).
 
 use crate::env::{Env, EnvCallError};
 use crate::rng::splitmix64;
@@ -116,6 +117,9 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, EnvCallError>) -
     );
     report.record("step_determinism", step_determinism(&mut make));
     report.record("limits", limits(env.as_mut()));
+    if let Some(r) = crate::check_expert::check_expert(env.as_mut()) {
+        report.record("expert", r);
+    }
     report.ok = report.failures.is_empty();
     report
 }
@@ -185,7 +189,7 @@ fn limits(env: &mut dyn Env) -> Result<(), String> {
     match env.step("definitely-not-an-action") {
         Ok(r) if r.action_is_valid => Err("an unknown action was reported as valid".into()),
         Ok(_) | Err(EnvCallError::Env { .. }) => Ok(()),
-        Err(e @ EnvCallError::Plugin(_)) => {
+        Err(e @ (EnvCallError::Plugin(_) | EnvCallError::NoExpert { .. })) => {
             Err(format!("an unknown action crashed the plugin: {e}"))
         }
     }

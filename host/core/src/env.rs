@@ -2,7 +2,9 @@
 //! [`EnvCallError`], and [`NativeEnv`] for env logic linked into the host.
 
 use crate::failure::PluginFailure;
-use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Package, ResetResult, StepResult, adapter};
+use ragen_gym_sdk::{
+    Advice, EnvError, EnvSpec, Environment, ExpertInfo, Package, ResetResult, StepResult, adapter,
+};
 
 /// Why a call into an environment failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -20,6 +22,15 @@ pub enum EnvCallError {
     /// The instance has been discarded; the next `reset` runs on a fresh one.
     #[error(transparent)]
     Plugin(#[from] PluginFailure),
+    /// The expert was asked of an env that has none: a plugin built before the contract had
+    /// experts (interface 0.1.0), or one whose `expert.info` is `none` for this config.
+    #[error("plugin {plugin} has no expert: {reason}")]
+    NoExpert {
+        /// The plugin's id and version, `namespace/Name-vN 0.1.0`.
+        plugin: String,
+        /// Why, e.g. which interface version it was built against.
+        reason: String,
+    },
 }
 
 /// Counters of one env instance, for `sandbox/*` metrics. Native envs report zeros.
@@ -73,11 +84,26 @@ pub trait Env: Send {
     fn stats(&self) -> EnvStats {
         EnvStats::default()
     }
+    /// The env's expert for its config, `None` when it has none (the default).
+    fn expert_info(&mut self) -> Result<Option<ExpertInfo>, EnvCallError> {
+        Ok(None)
+    }
+    /// The expert's advice from the current state (after `reset`); does not change the env.
+    ///
+    /// # Errors
+    /// [`EnvCallError::NoExpert`] naming the plugin when it has no expert (the default).
+    fn advise(&mut self) -> Result<Advice, EnvCallError> {
+        Err(EnvCallError::NoExpert {
+            plugin: self.spec().id.clone(),
+            reason: "this env implementation has no expert".into(),
+        })
+    }
 }
 
 /// Env logic linked into the host, driven through the same [`Env`] trait as sandboxed plugins.
 pub struct NativeEnv<E: Environment + Package> {
     spec: EnvSpec,
+    expert: Option<ExpertInfo>,
     inner: E,
 }
 
@@ -91,11 +117,17 @@ impl<E: Environment + Package> NativeEnv<E> {
             env_id: E::ID.into(),
             error,
         })?;
-        let inner = adapter::create::<E>(config).map_err(|error| EnvCallError::Env {
+        let env_error = |error| EnvCallError::Env {
             env_id: spec.id.clone(),
             error,
-        })?;
-        Ok(Self { spec, inner })
+        };
+        let expert = adapter::expert_info::<E>(config).map_err(env_error)?;
+        let inner = adapter::create::<E>(config).map_err(env_error)?;
+        Ok(Self {
+            spec,
+            expert,
+            inner,
+        })
     }
 
     fn env_error(&self, error: EnvError) -> EnvCallError {
@@ -117,6 +149,20 @@ impl<E: Environment + Package + Send> Env for NativeEnv<E> {
 
     fn step(&mut self, action: &str) -> Result<StepResult, EnvCallError> {
         self.inner.step(action).map_err(|e| self.env_error(e))
+    }
+
+    fn expert_info(&mut self) -> Result<Option<ExpertInfo>, EnvCallError> {
+        Ok(self.expert.clone())
+    }
+
+    fn advise(&mut self) -> Result<Advice, EnvCallError> {
+        if self.expert.is_none() {
+            return Err(EnvCallError::NoExpert {
+                plugin: format!("{} {}", self.spec.id, self.spec.version),
+                reason: "its expert info is none for this config".into(),
+            });
+        }
+        self.inner.expert().map_err(|e| self.env_error(e))
     }
 }
 

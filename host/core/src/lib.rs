@@ -11,7 +11,8 @@
 //!   one against an env and finds the first difference;
 //! - [`RewardFunction`], what scores a trajectory;
 //! - the plugin [`Manifest`] and the interface version rule ([`version`]);
-//! - [`check_env`] and [`check_reward`], the conformance checkers every plugin runs through;
+//! - [`check_env`] and [`check_reward`], the conformance checkers every plugin runs through,
+//!   and [`follow_expert`], one episode of an env's expert;
 //! - [`read_plugin_file`], a local plugin file read under the plugin size cap.
 //!
 //! The env records (`EnvSpec`, `StepResult`, ...) mirror the WIT contract (`wit/types.wit`) and
@@ -22,6 +23,7 @@
 
 pub mod cache;
 pub mod check;
+pub mod check_expert;
 pub mod check_reward;
 pub mod env;
 pub mod failure;
@@ -36,17 +38,20 @@ pub mod version;
 
 pub use cache::cache_root;
 pub use check::{CheckReport, check_env};
+pub use check_expert::{ExpertEpisode, follow_expert};
 pub use check_reward::check_reward;
 pub use env::{Env, EnvCallError, EnvStats, NativeEnv};
 pub use failure::{EpisodeFailure, PluginFailure, PluginFailureKind};
 pub use manifest::{Capabilities, MANIFEST_SECTION, Manifest, ManifestLimits, PluginKind};
 pub use plugin_file::{MAX_PLUGIN_BYTES, PluginFileError, read_plugin_file};
 pub use ragen_gym_sdk::{
-    EnvError, EnvSpec, Metric, ResetResult, RewardBreakdown, StepResult, Symbol,
+    Advice, EnvError, EnvSpec, ExpertInfo, Metric, ResetResult, RewardBreakdown, StepResult, Symbol,
 };
 pub use replay::{Divergence, replay_trajectory};
 pub use reward::{RewardError, RewardFunction};
 pub use rng::splitmix64;
 pub use trace::{TokenOrigin, TokenTrace};
 pub use trajectory::{Step, Trajectory, Turn};
-pub use version::{INTERFACE_VERSION, InterfaceMismatch, check_interface_version};
+pub use version::{
+    INTERFACE_VERSION, InterfaceMismatch, OLDEST_COMPATIBLE_INTERFACE, check_interface_version,
+};

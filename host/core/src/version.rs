@@ -2,11 +2,17 @@
 //!
 //! [`INTERFACE_VERSION`] has one source: the WIT package line in `wit/worlds.wit`
 //! (`package ragen:gym@X.Y.Z;`), read by `sdk/build.rs`. A plugin is accepted when its
-//! `interface_version` is semver-compatible with the host's (`^X.Y.Z`: before 1.0 a minor bump is
-//! breaking, so `^0.1.0` = `>=0.1.0, <0.2.0`), which is also how wasmtime matches versioned
-//! imports and exports.
+//! `interface_version` is semver-compatible with the oldest release of the host's series
+//! ([`OLDEST_COMPATIBLE_INTERFACE`], `^X.Y.Z`: before 1.0 a minor bump is breaking, so `^0.1.0` =
+//! `>=0.1.0, <0.2.0`), which is also how wasmtime matches versioned imports and exports. Within
+//! a series a release only adds (0.1.1 added the optional `expert` export), so a host of 0.1.1
+//! runs a plugin built against 0.1.0 and a plugin of a later 0.1.x.
 
 pub use ragen_gym_sdk::INTERFACE_VERSION;
+
+/// The first release of the host's compatible series: the lowest interface version it loads.
+/// Raised to the new version with every breaking bump (a minor bump before 1.0).
+pub const OLDEST_COMPATIBLE_INTERFACE: &str = "0.1.0";
 
 /// A plugin's `interface_version` is outside what this host accepts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,7 +28,7 @@ pub struct InterfaceMismatch {
 
 /// The semver range of interface versions this host accepts, e.g. `^0.1.0`.
 pub fn supported_interface() -> String {
-    format!("^{INTERFACE_VERSION}")
+    format!("^{OLDEST_COMPATIBLE_INTERFACE}")
 }
 
 /// Check a plugin's `interface_version` against [`supported_interface`].
@@ -54,6 +60,14 @@ mod tests {
         let worlds = include_str!("../../../wit/worlds.wit");
         let line = format!("package ragen:gym@{INTERFACE_VERSION};");
         assert!(worlds.lines().any(|l| l.trim() == line), "{line}");
+    }
+
+    #[test]
+    fn the_host_is_in_the_series_it_accepts() {
+        assert_eq!(supported_interface(), "^0.1.0");
+        assert!(check_interface_version(INTERFACE_VERSION).is_ok());
+        // 0.1.0, before the optional expert, still loads.
+        assert!(check_interface_version("0.1.0").is_ok());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Host bindings for the plugin contract in `wit/`, from ONE `bindgen!`: a host-side world that
 //! includes both plugin worlds (`env-plugin` and `reward-plugin`), so every interface (`types`,
-//! `log`, `http`, `environment`, `reward-function`) is generated once, one `log::Host` impl and
+//! `log`, `http`, `environment`, `expert`, `reward-function`) is generated once, one `log::Host` impl and
 //! one linker serve both plugin kinds, and each kind's exports are looked up with the generated
 //! per-interface `GuestIndices`. (Zed's extension host shares interfaces between its per-version
 //! worlds with `with:`, `crates/extension_host/src/wasm_host/wit/since_v0_1_0.rs`; one world that
@@ -20,14 +20,15 @@ wasmtime::component::bindgen!({
         package ragen:host;
 
         world plugin-host {
-            include ragen:gym/env-plugin@0.1.0;
-            include ragen:gym/reward-plugin@0.1.0;
+            include ragen:gym/env-plugin@0.1.1;
+            include ragen:gym/reward-plugin@0.1.1;
         }
     ",
     path: "../../wit",
 });
 
 pub(crate) use exports::ragen::gym::environment as environment_export;
+pub(crate) use exports::ragen::gym::expert as expert_export;
 pub(crate) use exports::ragen::gym::reward_function as reward_export;
 pub(crate) use ragen::gym::http as wit_http;
 pub(crate) use ragen::gym::log as wit_log;
@@ -108,6 +109,24 @@ impl From<wit::EnvError> for sdk::EnvError {
             wit::EnvError::InvalidConfig(m) => Self::InvalidConfig(m),
             wit::EnvError::NotReady(m) => Self::NotReady(m),
             wit::EnvError::Other(m) => Self::Other(m),
+        }
+    }
+}
+
+impl From<wit::ExpertInfo> for sdk::ExpertInfo {
+    fn from(i: wit::ExpertInfo) -> Self {
+        Self {
+            description: i.description,
+            optimal: i.optimal,
+        }
+    }
+}
+
+impl From<wit::Advice> for sdk::Advice {
+    fn from(a: wit::Advice) -> Self {
+        Self {
+            actions: a.actions,
+            success_probability: a.success_probability,
         }
     }
 }

@@ -16,6 +16,10 @@ pub(crate) enum Call {
     Reset,
     /// `step(action)`.
     Step,
+    /// `expert.info(config)`.
+    ExpertInfo,
+    /// `expert.advise(env)`.
+    Advise,
     /// `score(trajectory)`.
     Score,
     /// The env resource's destructor.
@@ -38,6 +42,8 @@ impl Call {
             Self::Spec => "spec",
             Self::Reset => "reset",
             Self::Step => "step",
+            Self::ExpertInfo => "expert info",
+            Self::Advise => "expert advise",
             Self::Score => "score",
             Self::Drop => "env destructor",
         }
@@ -55,6 +61,10 @@ impl Call {
                 format!("observation of at most {text} bytes, at most {MAX_METRICS} info metrics")
             }
             Self::Score => format!("at most {MAX_METRICS} components"),
+            Self::ExpertInfo => format!("a description of at most {text} bytes"),
+            Self::Advise => {
+                format!("at most {MAX_LIST_LEN} actions of at most {text} bytes each")
+            }
             Self::Instantiate | Self::Drop => format!(
                 "log lines, http requests with bodies of at most {} bytes",
                 config.http_body_bytes()

@@ -4,14 +4,15 @@
 //! trap discards the instance; the next `reset` instantiates a fresh one from the `InstancePre`.
 
 use crate::bindings::environment_export::Guest;
+use crate::bindings::expert_export::Guest as ExpertGuest;
 use crate::call::Call;
 use crate::grants::Grants;
 use crate::output;
 use crate::plugin::{Exports, Plugin};
 use crate::state::HostState;
 use ragen_gym_core::{
-    Env, EnvCallError, EnvError, EnvSpec, EnvStats, PluginFailure, PluginFailureKind, ResetResult,
-    StepResult,
+    Advice, Env, EnvCallError, EnvError, EnvSpec, EnvStats, ExpertInfo, PluginFailure,
+    PluginFailureKind, ResetResult, StepResult,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +23,8 @@ use wasmtime::component::ResourceAny;
 struct Live {
     store: Store<HostState>,
     guest: Guest,
+    /// The `expert` export, when the plugin has one (interface 0.1.1 and later).
+    expert: Option<ExpertGuest>,
     env: ResourceAny,
 }
 
@@ -126,6 +129,18 @@ impl WasmEnv {
             .into()
     }
 
+    /// The plugin has no `expert` export: it was built against an interface before 0.1.1.
+    fn no_expert_export(&self) -> EnvCallError {
+        EnvCallError::NoExpert {
+            plugin: self.plugin.name(),
+            reason: format!(
+                "it does not export ragen:gym/expert (it was built for ragen:gym interface {}; \
+                 experts came with 0.1.1)",
+                self.plugin.info().manifest.interface_version
+            ),
+        }
+    }
+
     fn env_error(&self, error: EnvError) -> EnvCallError {
         EnvCallError::Env {
             env_id: self.spec.id.clone(),
@@ -159,7 +174,7 @@ fn instantiate(
     http_denied: &Arc<AtomicU64>,
     stats: &mut EnvStats,
 ) -> Result<Live, PluginFailure> {
-    let Exports::Env(indices) = plugin.exports() else {
+    let Exports::Env(indices, expert_indices) = plugin.exports() else {
         return Err(plugin.failure(
             PluginFailureKind::Instantiate,
             "is not an environment plugin",
@@ -168,11 +183,14 @@ fn instantiate(
     let mut store = plugin.new_store(grants, http_denied.clone());
     plugin.arm(&mut store, Call::Instantiate);
     stats.instances += 1;
-    let guest = plugin
-        .pre()
-        .instantiate(&mut store)
-        .and_then(|instance| indices.load(&mut store, &instance));
-    let guest = match guest {
+    let guest = plugin.pre().instantiate(&mut store).and_then(|instance| {
+        let expert = expert_indices
+            .as_ref()
+            .map(|e| e.load(&mut store, &instance))
+            .transpose()?;
+        Ok((indices.load(&mut store, &instance)?, expert))
+    });
+    let (guest, expert) = match guest {
         Ok(g) => g,
         Err(e) => {
             stats.plugin_errors += 1;
@@ -191,7 +209,18 @@ fn instantiate(
         }
     };
     stats.fuel_used += plugin.fuel_used(&store);
-    Ok(Live { store, guest, env })
+    Ok(Live {
+        store,
+        guest,
+        expert,
+        env,
+    })
+}
+
+/// An instance of a plugin with an `expert` export always has it loaded; this is the error if
+/// not (a host bug, reported as a trap of the call).
+fn no_expert_in_instance() -> wasmtime::Error {
+    wasmtime::Error::msg("the instance has no expert export")
 }
 
 /// One call under the per-call budgets, counting fuel and failures. The caller discards the
@@ -271,6 +300,65 @@ impl Env for WasmEnv {
         output::check_step(&r, self.plugin.config().max_output_bytes)
             .map_err(|m| self.bad_output(m))?;
         Ok(r)
+    }
+
+    /// The plugin's `expert.info` for this env's config (asked once per plugin and config).
+    fn expert_info(&mut self) -> Result<Option<ExpertInfo>, EnvCallError> {
+        if let Some(info) = self.plugin.cached_expert(&self.config) {
+            return Ok(info);
+        }
+        if self.live.is_none() {
+            let live = instantiate(
+                &self.plugin,
+                &self.config,
+                &self.grants,
+                &self.http_denied,
+                &mut self.stats,
+            )?;
+            self.live = Some(live);
+        }
+        if !self.plugin.has_expert_export() {
+            self.plugin.cache_expert(&self.config, &None);
+            return Ok(None);
+        }
+        let config = self.config.clone();
+        let reply = self.call(Call::ExpertInfo, |l| match &l.expert {
+            Some(e) => e.call_info(&mut l.store, &config),
+            None => Err(no_expert_in_instance()),
+        })?;
+        let info: Option<ExpertInfo> = reply.map_err(|e| self.env_error(e.into()))?.map(Into::into);
+        if let Some(i) = &info {
+            output::check_expert_info(i, self.plugin.config().max_output_bytes)
+                .map_err(|m| self.bad_output(m))?;
+        }
+        self.plugin.cache_expert(&self.config, &info);
+        Ok(info)
+    }
+
+    /// The expert's advice from the current state, under the same budgets as `step`.
+    fn advise(&mut self) -> Result<Advice, EnvCallError> {
+        if !self.plugin.has_expert_export() {
+            return Err(self.no_expert_export());
+        }
+        if self.expert_info()?.is_none() {
+            return Err(EnvCallError::NoExpert {
+                plugin: self.plugin.name(),
+                reason: format!("its expert info is none for the config {:?}", self.config),
+            });
+        }
+        if self.live.is_none() || !self.ready {
+            return Err(self.env_error(EnvError::NotReady(
+                "call reset first (the instance is new or was discarded after an error)".into(),
+            )));
+        }
+        let reply = self.call(Call::Advise, |l| match &l.expert {
+            Some(e) => e.call_advise(&mut l.store, l.env),
+            None => Err(no_expert_in_instance()),
+        })?;
+        let a: Advice = reply.map_err(|e| self.env_error(e.into()))?.into();
+        output::check_advice(&a, self.plugin.config().max_output_bytes)
+            .map_err(|m| self.bad_output(m))?;
+        Ok(a)
     }
 
     fn stats(&self) -> EnvStats {

@@ -3,7 +3,7 @@
 //! against the sandbox's one linker. A sandbox is built once with [`Sandbox::builder`] and is
 //! immutable afterwards (Extism's `PluginBuilder::with_*` style).
 
-use crate::bindings::{environment_export, reward_export};
+use crate::bindings::{environment_export, expert_export, reward_export};
 use crate::cache::CompileCache;
 use crate::engine::Runtime;
 use crate::error::LoadError;
@@ -123,7 +123,19 @@ impl Sandbox {
             .map_err(compile_err)?;
         let exports = match info.manifest.kind {
             PluginKind::Environment => {
-                Exports::Env(environment_export::GuestIndices::new(&pre).map_err(compile_err)?)
+                let env = environment_export::GuestIndices::new(&pre).map_err(compile_err)?;
+                // The expert is optional (interface 0.1.1): absent in plugins built against
+                // 0.1.0; present but of another shape, the plugin is refused.
+                let has_expert = info
+                    .exports
+                    .iter()
+                    .any(|e| e.split('@').next() == Some("ragen:gym/expert"));
+                let expert = if has_expert {
+                    Some(expert_export::GuestIndices::new(&pre).map_err(compile_err)?)
+                } else {
+                    None
+                };
+                Exports::Env(env, expert)
             }
             PluginKind::RewardFunction => {
                 Exports::Reward(reward_export::GuestIndices::new(&pre).map_err(compile_err)?)

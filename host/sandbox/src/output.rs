@@ -3,7 +3,9 @@
 //! values). The caps are in [`crate::limits`]. A failed check is a `BadOutput` plugin failure.
 
 use crate::limits::{MAX_LIST_LEN, MAX_METRIC_NAME_BYTES, MAX_METRICS, MAX_SHORT_BYTES};
-use ragen_gym_core::{EnvError, EnvSpec, Metric, ResetResult, RewardBreakdown, StepResult};
+use ragen_gym_core::{
+    Advice, EnvError, EnvSpec, ExpertInfo, Metric, ResetResult, RewardBreakdown, StepResult,
+};
 
 fn cap(field: &str, s: &str, max: usize) -> Result<(), String> {
     if s.len() > max {
@@ -42,10 +44,10 @@ fn metrics(field: &str, list: &[Metric]) -> Result<(), String> {
     Ok(())
 }
 
-fn list_len(what: &str, len: usize) -> Result<(), String> {
+fn list_len(owner: &str, what: &str, len: usize) -> Result<(), String> {
     if len > MAX_LIST_LEN {
         Err(format!(
-            "spec has {len} {what}, over the cap of {MAX_LIST_LEN}"
+            "{owner} has {len} {what}, over the cap of {MAX_LIST_LEN}"
         ))
     } else {
         Ok(())
@@ -61,13 +63,13 @@ pub(crate) fn check_spec(s: &EnvSpec, max_text: usize) -> Result<(), String> {
     cap("spec instruction", &s.instruction, max_text)?;
     cap("spec default_config", &s.default_config, max_text)?;
     if let Some(names) = &s.action_names {
-        list_len("action names", names.len())?;
+        list_len("spec", "action names", names.len())?;
         for n in names {
             cap("action name", n, MAX_SHORT_BYTES)?;
         }
     }
     if let Some(legend) = &s.symbol_legend {
-        list_len("legend entries", legend.len())?;
+        list_len("spec", "legend entries", legend.len())?;
         for e in legend {
             cap("legend symbol", &e.symbol, MAX_SHORT_BYTES)?;
             cap("legend meaning", &e.meaning, MAX_SHORT_BYTES)?;
@@ -90,6 +92,26 @@ pub(crate) fn check_step(r: &StepResult, max_text: usize) -> Result<(), String> 
     cap("observation", &r.observation, max_text)?;
     finite("reward", r.reward)?;
     metrics("step info", &r.info)
+}
+
+/// Expert info: the description within `max_text`.
+pub(crate) fn check_expert_info(i: &ExpertInfo, max_text: usize) -> Result<(), String> {
+    cap("expert description", &i.description, max_text)
+}
+
+/// Advice: at most [`MAX_LIST_LEN`] actions within `max_text` each, a probability in [0, 1].
+pub(crate) fn check_advice(a: &Advice, max_text: usize) -> Result<(), String> {
+    list_len("advice", "actions", a.actions.len())?;
+    for action in &a.actions {
+        cap("advised action", action, max_text)?;
+    }
+    if let Some(p) = a.success_probability {
+        finite("success probability", p)?;
+        if !(0.0..=1.0).contains(&p) {
+            return Err(format!("success probability {p} is outside [0, 1]"));
+        }
+    }
+    Ok(())
 }
 
 /// A reward breakdown: a finite total and valid components.

@@ -3,7 +3,7 @@
 //! reward functions are made from it by [`crate::WasmEnv::new`] and
 //! [`crate::WasmRewardFunction::new`].
 
-use crate::bindings::{environment_export, reward_export};
+use crate::bindings::{environment_export, expert_export, reward_export};
 use crate::call::Call;
 use crate::engine::Runtime;
 use crate::grants::Grants;
@@ -11,7 +11,7 @@ use crate::http::{CapabilityGranter, HostPort, HttpGate};
 use crate::inspect::PluginInfo;
 use crate::limits::{PANIC_MESSAGE_BYTES, PluginLimiter, SandboxConfig, effective_limit};
 use crate::state::{HostState, WasiSetup};
-use ragen_gym_core::{EnvSpec, PluginFailure, PluginFailureKind};
+use ragen_gym_core::{EnvSpec, ExpertInfo, PluginFailure, PluginFailureKind};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -32,12 +32,18 @@ struct PluginInner {
     /// Validated specs by config string: `spec(config)` is a pure function of the config, so
     /// fresh envs skip the call.
     specs: Mutex<HashMap<String, EnvSpec>>,
+    /// Validated `expert.info` answers by config string, likewise.
+    experts: Mutex<HashMap<String, Option<ExpertInfo>>>,
 }
 
 /// Where the exports of a plugin's kind sit in its component (looked up once, at load).
 pub(crate) enum Exports {
-    /// `ragen:gym/environment`.
-    Env(environment_export::GuestIndices),
+    /// `ragen:gym/environment`, and `ragen:gym/expert` when the plugin exports it (interface
+    /// 0.1.1 and later; plugins built against 0.1.0 do not).
+    Env(
+        environment_export::GuestIndices,
+        Option<expert_export::GuestIndices>,
+    ),
     /// `ragen:gym/reward-function`.
     Reward(reward_export::GuestIndices),
 }
@@ -56,6 +62,7 @@ impl Plugin {
                 pre,
                 exports,
                 specs: Mutex::default(),
+                experts: Mutex::default(),
             }),
         }
     }
@@ -110,6 +117,35 @@ impl Plugin {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(config.to_string(), spec.clone());
+    }
+
+    /// Whether the plugin exports `ragen:gym/expert` (interface 0.1.1 and later).
+    pub fn has_expert_export(&self) -> bool {
+        matches!(&self.inner.exports, Exports::Env(_, Some(_)))
+    }
+
+    /// The validated `expert.info` answer for `config`, if an earlier env already asked.
+    pub(crate) fn cached_expert(&self, config: &str) -> Option<Option<ExpertInfo>> {
+        self.inner
+            .experts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(config)
+            .cloned()
+    }
+
+    pub(crate) fn cache_expert(&self, config: &str, info: &Option<ExpertInfo>) {
+        self.inner
+            .experts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(config.to_string(), info.clone());
+    }
+
+    /// `id version` of this plugin, as errors name it.
+    pub(crate) fn name(&self) -> String {
+        let m = &self.inner.info.manifest;
+        format!("{} {}", m.id, m.version)
     }
 
     /// A failure of this plugin.

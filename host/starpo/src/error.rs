@@ -41,4 +41,7 @@ pub enum TrainError {
     /// A reporter (a sink of the trainer's events) failed.
     #[error("report training events")]
     Report(#[from] ReportError),
+    /// Expert demonstrations could not be collected or do not fit the answer format (`sft`).
+    #[error("expert demonstrations")]
+    Demonstrations(#[source] Box<dyn std::error::Error + Send + Sync>),
 }

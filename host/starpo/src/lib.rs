@@ -5,7 +5,8 @@
 //! [`rewards`] (reward functions, score normalisation), [`failure_policy`] (failing plugins),
 //! [`filter`] (StarPO-S), [`batch`]
 //! (training sequences and masks), [`advantages`] (log-probs, GAE / GRPO), [`losses`] and
-//! [`update`] (PPO), [`validation`]; [`trainer`] runs them and emits [`events`]. Semantics follow
+//! [`update`] (PPO), [`validation`]; [`trainer`] runs them and emits [`events`]. [`sft`] fine-tunes
+//! on an env expert's demonstrations before RL. Semantics follow
 //! RAGEN v1 (arXiv 2504.20073), summarised in `docs/ragen-semantics.md`.
 //!
 //! The `trainer` feature (default) adds everything that needs the candle policy; the rest
@@ -45,6 +46,8 @@ pub mod rewards;
 pub mod rollout;
 pub mod run_dir;
 pub mod seeds;
+#[cfg(feature = "trainer")]
+pub mod sft;
 pub mod stats;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -70,6 +73,8 @@ pub use rollout::{
     rollout,
 };
 pub use run_dir::{RunDir, RunInfo, TrainerState};
+#[cfg(feature = "trainer")]
+pub use sft::{Demonstrations, SftSetup, SftTrainer};
 #[cfg(feature = "trainer")]
 pub use trainer::{TrainSetup, Trainer};
 #[cfg(feature = "trainer")]

@@ -249,19 +249,7 @@ impl RunDir {
         &self,
         only: Option<usize>,
     ) -> Result<Vec<(usize, TrajectoryRecord)>, RunDirError> {
-        let path = self.trajectories_path();
-        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-        text.lines()
-            .enumerate()
-            .filter(|(i, l)| !l.trim().is_empty() && only.is_none_or(|n| n == *i))
-            .map(|(i, l)| {
-                let record = serde_json::from_str(l).map_err(|e| RunDirError::Invalid {
-                    path: path.clone(),
-                    reason: format!("line {i}: {e}"),
-                })?;
-                Ok((i, record))
-            })
-            .collect()
+        read_trajectory_records(&self.trajectories_path(), only)
     }
 
     /// Read every JSON line of `metrics.jsonl`.
@@ -317,6 +305,30 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, RunDirErr
         path: path.to_path_buf(),
         reason: e.to_string(),
     })
+}
+
+/// Read a file of [`TrajectoryRecord`] lines (`trajectories.jsonl`, `demonstrations.jsonl`, or
+/// one from elsewhere): each record with its line number (0-based; blank lines are skipped but
+/// counted), or only line `only` when given.
+///
+/// # Errors
+/// [`RunDirError::Io`] or [`RunDirError::Invalid`] naming the file and the line.
+pub fn read_trajectory_records(
+    path: &Path,
+    only: Option<usize>,
+) -> Result<Vec<(usize, TrajectoryRecord)>, RunDirError> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    text.lines()
+        .enumerate()
+        .filter(|(i, l)| !l.trim().is_empty() && only.is_none_or(|n| n == *i))
+        .map(|(i, l)| {
+            let record = serde_json::from_str(l).map_err(|e| RunDirError::Invalid {
+                path: path.to_path_buf(),
+                reason: format!("line {i}: {e}"),
+            })?;
+            Ok((i, record))
+        })
+        .collect()
 }
 
 /// Write `bytes` to `path` atomically: `path.tmp`, fsync, rename.

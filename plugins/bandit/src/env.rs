@@ -8,7 +8,9 @@
 //! always terminates after one valid pull; `success` means the high arm was chosen, whatever it
 //! paid.
 
-use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
+use ragen_gym_sdk::{
+    Advice, EnvError, EnvSpec, Environment, ExpertInfo, Metric, ResetResult, StepResult,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -209,6 +211,21 @@ impl Environment for Bandit {
             )],
         })
     }
+
+    fn expert_info(_config: &BanditConfig) -> Option<ExpertInfo> {
+        Some(ExpertInfo {
+            description: "the high-risk arm, the better one (RAGEN's `success`)".into(),
+            optimal: true,
+        })
+    }
+
+    /// The high arm: its pick is `success`, whatever it pays.
+    fn expert(&mut self) -> Result<Advice, EnvError> {
+        match &self.episode {
+            Some(e) if !e.done => Ok(Advice::one(self.config.hi_arm_name.clone(), Some(1.0))),
+            _ => Err(EnvError::NotReady("no episode running; call reset".into())),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -234,6 +251,19 @@ mod tests {
             wins += usize::from(r.reward == 1.0);
         }
         assert!((wins as f64 - 5000.0).abs() < 5.0 * 61.24, "{wins} wins");
+    }
+
+    #[test]
+    fn the_expert_picks_the_high_arm_whichever_is_listed_first() {
+        let mut env = adapter::create::<Bandit>("").unwrap();
+        assert!(env.expert().is_err(), "before reset");
+        for seed in 0..20 {
+            env.reset(seed).unwrap();
+            let advice = env.expert().unwrap();
+            assert_eq!(advice, Advice::one("Dragon", Some(1.0)));
+            assert!(env.step(&advice.actions[0]).unwrap().success);
+            assert!(env.expert().is_err(), "after the end");
+        }
     }
 
     #[test]

@@ -21,6 +21,19 @@ pub enum ObservationFormat {
     GridCoord,
 }
 
+/// Which policy the env's expert follows (`ragen:gym/expert`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpertKind {
+    /// An action that maximises the probability of reaching the goal within the steps left
+    /// (value iteration over the slip model).
+    #[default]
+    Optimal,
+    /// The next move of a shortest hole-free path to the goal, ignoring slips ("greedy towards
+    /// the goal": a baseline between random and optimal).
+    Greedy,
+}
+
 /// Configuration of one FrozenLake env (the plugin's config JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -43,6 +56,9 @@ pub struct FrozenLakeConfig {
     /// Steps after which an episode that has not ended is truncated (gymnasium's `TimeLimit`);
     /// 0, the default, means no limit, as in RAGEN (the host's action budget still applies).
     pub max_steps: u32,
+    /// `"optimal"` (the default) or `"greedy"`: the policy of the env's expert. Changes nothing
+    /// else.
+    pub expert: ExpertKind,
 }
 
 impl Default for FrozenLakeConfig {
@@ -55,6 +71,7 @@ impl Default for FrozenLakeConfig {
             observation_format: ObservationFormat::Grid,
             answer_example: true,
             max_steps: 0,
+            expert: ExpertKind::Optimal,
         }
     }
 }
@@ -101,6 +118,7 @@ mod tests {
         assert!(err(r#"{"size":1}"#).contains("size"));
         assert!(err(r#"{"observation_format":"coord"}"#).contains("observation_format"));
         assert!(err(r#"{"max_steps":-1}"#).contains("max_steps"));
+        assert!(err(r#"{"expert":"random"}"#).contains("expert"));
         assert!(err("not json").contains("JSON"));
     }
 }

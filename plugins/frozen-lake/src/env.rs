@@ -10,11 +10,14 @@
 //! Randomness: the map comes from `ChaCha8Rng::seed_from_u64(seed)` and the slips from the same
 //! seed on ChaCha stream 1, so a seed fixes both (as RAGEN's `reset(seed)` does).
 
-use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
+use ragen_gym_sdk::{
+    Advice, EnvError, EnvSpec, Environment, ExpertInfo, Metric, ResetResult, StepResult,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::{FrozenLakeConfig, ObservationFormat};
+use crate::config::{ExpertKind, FrozenLakeConfig, ObservationFormat};
+use crate::expert;
 use crate::map::{Cell, LakeMap, MAX_MAP_ATTEMPTS};
 use crate::observation::observe;
 
@@ -222,6 +225,67 @@ impl Environment for FrozenLake {
         };
         self.episode = Some(episode);
         Ok(result)
+    }
+
+    fn expert_info(config: &FrozenLakeConfig) -> Option<ExpertInfo> {
+        Some(match config.expert {
+            ExpertKind::Optimal => ExpertInfo {
+                description: "an action maximising the probability of reaching the goal in the \
+                              steps left (value iteration over the slip model)"
+                    .into(),
+                optimal: true,
+            },
+            ExpertKind::Greedy => ExpertInfo {
+                description: "the next move of a shortest hole-free path to the goal, ignoring \
+                              slips (greedy)"
+                    .into(),
+                optimal: false,
+            },
+        })
+    }
+
+    fn expert(&mut self) -> Result<Advice, EnvError> {
+        self.advise()
+    }
+}
+
+/// The steps an episode may take: the spec's action budget, or `max_steps` when smaller.
+fn step_budget(config: &FrozenLakeConfig) -> u32 {
+    match config.max_steps {
+        0 => MAX_EPISODE_STEPS,
+        m => m.min(MAX_EPISODE_STEPS),
+    }
+}
+
+impl FrozenLake {
+    /// The expert of `config` (`expert` key) from the current state: its actions and the
+    /// probability that following it reaches the goal within the steps left.
+    fn advise(&self) -> Result<Advice, EnvError> {
+        let episode = match &self.episode {
+            Some(e) if !e.done => e,
+            _ => return Err(EnvError::NotReady("no episode running; call reset".into())),
+        };
+        let c = &self.config;
+        let left = step_budget(c).saturating_sub(episode.steps);
+        let choose = match c.expert {
+            ExpertKind::Optimal => expert::optimal,
+            ExpertKind::Greedy => expert::greedy,
+        };
+        let choice = choose(
+            &episode.map,
+            episode.player,
+            left,
+            c.is_slippery,
+            c.success_rate,
+        );
+        Ok(Advice {
+            actions: choice
+                .actions
+                .iter()
+                .map(|&a| ACTION_NAMES[a].to_string())
+                .collect(),
+            success_probability: Some(choice.success_probability),
+        })
     }
 }
 

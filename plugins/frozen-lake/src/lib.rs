@@ -5,7 +5,8 @@
 //! a 4x4 map per seed with P(frozen) = 0.8, distinct random start and goal, the goal always
 //! reachable; slippery moves (intended direction 1/3, each perpendicular 1/3); reward 1 at the
 //! goal; the episode ends in a hole or at the goal. Actions in RAGEN's order `Left`, `Down`,
-//! `Right`, `Up`; symbols `P _ O G X √`.
+//! `Right`, `Up`; symbols `P _ O G X √`. Its expert ([`expert`]) is optimal by value iteration,
+//! or greedy (`{"expert": "greedy"}`).
 //!
 //! ```
 //! use ragen_gym_sdk::{Environment, adapter};
@@ -21,10 +22,11 @@
 
 pub mod config;
 pub mod env;
+pub mod expert;
 pub mod map;
 pub mod observation;
 
-pub use config::{FrozenLakeConfig, ObservationFormat};
+pub use config::{ExpertKind, FrozenLakeConfig, ObservationFormat};
 pub use env::FrozenLake;
 pub use map::{Cell, LakeMap};
 

@@ -6,9 +6,12 @@
 //! solved in k moves returns 11 - 0.1k. The episode terminates when solved and is truncated
 //! after `max_steps` steps.
 
-use ragen_gym_sdk::{EnvError, EnvSpec, Environment, Metric, ResetResult, StepResult};
+use ragen_gym_sdk::{
+    Advice, EnvError, EnvSpec, Environment, ExpertInfo, Metric, ResetResult, StepResult,
+};
 
 use crate::config::{ObservationFormat, SokobanConfig};
+use crate::expert::shortest_first_moves;
 use crate::generator::{self, MAX_SEED_ATTEMPTS};
 use crate::level::{Direction, Level, legend};
 use crate::observation::observe;
@@ -232,6 +235,38 @@ impl Environment for Sokoban {
             action_is_effective: outcome.moved,
             success: solved,
             info,
+        })
+    }
+
+    fn expert_info(_config: &SokobanConfig) -> Option<ExpertInfo> {
+        Some(ExpertInfo {
+            description: "the next move of a shortest plan (breadth-first search over player and \
+                          box positions)"
+                .into(),
+            optimal: true,
+        })
+    }
+
+    /// Every first move of a shortest plan; success is certain when the plan fits in the steps
+    /// left (the spec's action budget and `max_steps`), else impossible. The host's budget per
+    /// episode may be smaller (`agent_proxy`'s turns x actions); the spec's is what is known here.
+    fn expert(&mut self) -> Result<Advice, EnvError> {
+        let budget = MAX_EPISODE_STEPS.min(self.config.max_steps);
+        let episode = match &self.episode {
+            Some(e) if !e.done => e,
+            _ => return Err(EnvError::NotReady("no episode running; call reset".into())),
+        };
+        let left = budget.saturating_sub(episode.num_env_steps);
+        Ok(match shortest_first_moves(&episode.level) {
+            Some((length, moves)) => Advice {
+                actions: moves.iter().map(|d| d.name().to_string()).collect(),
+                success_probability: Some(if length <= left { 1.0 } else { 0.0 }),
+            },
+            // Unsolvable (a box stuck), or too large to search: no move to recommend.
+            None => Advice {
+                actions: Vec::new(),
+                success_probability: None,
+            },
         })
     }
 }

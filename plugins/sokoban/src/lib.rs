@@ -26,6 +26,7 @@
 
 pub mod config;
 pub mod env;
+pub mod expert;
 pub mod generator;
 pub mod level;
 pub mod observation;
@@ -34,6 +35,7 @@ mod solver;
 
 pub use config::{GridVocab, ObservationFormat, SokobanConfig};
 pub use env::Sokoban;
+pub use expert::shortest_first_moves;
 pub use generator::{Generated, generate};
 pub use level::{Direction, Level, MoveOutcome, Tile};
 

@@ -1,7 +1,7 @@
 """ragen-gym's Python helper: an environment plugin is a class with `spec`, `reset` and `step`.
 
 ```python
-from ragen_gym import Env, Spec, Step
+from ragen_gym import Advice, Env, Expert, Spec, Step
 
 class Guess(Env):
     def spec(self):
@@ -12,6 +12,10 @@ class Guess(Env):
     def step(self, action):
         hit = action.strip() == str(self.target)
         return Step("Correct!" if hit else "Wrong.", reward=float(hit), terminated=hit, success=hit)
+    def expert_info(self):  # optional: an expert for demonstrations and `eval --policy expert`
+        return Expert("the number itself", optimal=True)
+    def expert(self):
+        return Advice(str(self.target), success_probability=1.0)
 ```
 
 `ragen-gym build` turns the class named in `pyproject.toml` (`[tool.ragen-gym] entry =
@@ -24,7 +28,8 @@ repository.
 import json
 import random as _random
 
-__all__ = ["Env", "Spec", "Step", "EnvError", "InvalidConfig", "NotReady", "log", "parse_config"]
+__all__ = ["Env", "Spec", "Step", "Expert", "Advice", "EnvError", "InvalidConfig", "NotReady",
+           "log", "parse_config"]
 
 
 class EnvError(Exception):
@@ -74,6 +79,26 @@ class Step:
         return cls(observation, valid=False, effective=False, info=info)
 
 
+class Expert:
+    """What `Env.expert_info` returns when the env has an expert (WIT `expert-info`): how it
+    chooses, and whether following it maximises the probability of success (`optimal`)."""
+
+    def __init__(self, description, optimal=False):
+        self.description = str(description)
+        self.optimal = bool(optimal)
+
+
+class Advice:
+    """What `Env.expert` returns (WIT `advice`): the actions an expert would take now, equally
+    good, the preferred one first, and the probability that following it succeeds, if known.
+    `expert` may also return one action name, or a list of them."""
+
+    def __init__(self, actions, success_probability=None):
+        self.actions = [actions] if isinstance(actions, str) else [str(a) for a in actions]
+        self.success_probability = (None if success_probability is None
+                                    else float(success_probability))
+
+
 class Env:
     """Base class of an environment.
 
@@ -98,6 +123,15 @@ class Env:
 
     def step(self, action):
         raise NotImplementedError("an Env subclass defines step(self, action) -> Step")
+
+    def expert_info(self):
+        """The env's expert for `self.config` as an `Expert`, or None (the default): no expert."""
+        return None
+
+    def expert(self):
+        """The expert's advice from the current state (`Advice`, an action name or a list of
+        them); must not change the env. Called only when `expert_info` is not None."""
+        raise EnvError(f"{type(self).__name__} has no expert")
 
 
 def log(message, level="info"):

@@ -17,4 +17,13 @@ export default class {{class}} extends Env {
     const observation = hit ? "Correct!" : "Wrong, guess again.";
     return { observation, reward: hit ? 1 : 0, terminated: hit, success: hit };
   }
+
+  // Optional: an expert (demonstrations, `ragen-gym eval --policy expert`, `ragen-gym sft`).
+  expertInfo() {
+    return { description: "the number itself", optimal: true };
+  }
+
+  expert() {
+    return { actions: [String(this.target)], successProbability: 1 };
+  }
 }

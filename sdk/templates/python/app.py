@@ -1,6 +1,6 @@
 """Guess a number in 0..4 in three tries; the reset seed picks it."""
 
-from ragen_gym import Env, Spec, Step
+from ragen_gym import Advice, Env, Expert, Spec, Step
 
 
 class {{class}}(Env):
@@ -17,3 +17,10 @@ class {{class}}(Env):
         hit = action.strip() == str(self.target)
         text = "Correct!" if hit else "Wrong, guess again."
         return Step(text, reward=float(hit), terminated=hit, success=hit)
+
+    # Optional: an expert (demonstrations, `ragen-gym eval --policy expert`, `ragen-gym sft`).
+    def expert_info(self):
+        return Expert("the number itself", optimal=True)
+
+    def expert(self):
+        return Advice(str(self.target), success_probability=1.0)

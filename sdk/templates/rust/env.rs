@@ -1,8 +1,7 @@
-use ragen_gym_sdk::{EnvError, EnvSpec, Environment, ResetResult, StepResult};
+use ragen_gym_sdk::{Advice, EnvError, EnvSpec, Environment, ExpertInfo, ResetResult, StepResult};
 
 /// Guess a number in 0..4 in three tries; the seed picks it.
 pub struct {{class}} { target: u64 }
-
 impl Environment for {{class}} {
     const ID: &'static str = "{{id}}";
     type Config = ();
@@ -20,5 +19,7 @@ impl Environment for {{class}} {
         let text = if hit { "Correct!" } else { "Wrong, guess again." };
         Ok(StepResult::new(text).reward(f64::from(u8::from(hit))).terminated(hit).success(hit))
     }
+    fn expert_info(_: &()) -> Option<ExpertInfo> { Some(ExpertInfo { description: "the number itself".into(), optimal: true }) }
+    fn expert(&mut self) -> Result<Advice, EnvError> { Ok(Advice::one(self.target.to_string(), Some(1.0))) }
 }
 ragen_gym_sdk::export_env!({{class}});

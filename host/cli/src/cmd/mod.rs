@@ -10,5 +10,6 @@ pub mod play;
 pub mod plot;
 pub mod publish;
 pub mod replay;
+pub mod sft;
 pub mod train;
 pub mod webshop;

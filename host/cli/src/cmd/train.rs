@@ -7,11 +7,11 @@
 //! With `--resume DIR` the run's own `config.toml` replaces the first four layers.
 
 use crate::ExpectedError;
-use crate::cmd::eval::random_success_rate;
+use crate::cmd::eval::{PolicyKind, success_rate};
 use crate::report::Reporters;
 use crate::report::jsonl::{EnvSource, JsonlReporter};
 use crate::report::progress::ProgressReporter;
-use crate::report::summary::{RandomReference, SummaryReporter};
+use crate::report::summary::{Reference, SummaryReporter};
 use crate::report::tensorboard::TensorBoardReporter;
 use crate::shared::config::base_config;
 use crate::shared::device::DeviceArgs;
@@ -72,16 +72,31 @@ fn env_name(spec: &str) -> String {
         .map_or_else(|| spec.to_string(), |s| s.to_string_lossy().into_owned())
 }
 
-/// The layers above the files: environment variables, `--set`, `--model`, `--iterations`.
-fn finish_config(builder: ConfigBuilder, args: &Args) -> Result<Config, ConfigError> {
-    let mut b = builder.user_layers(args.config.as_deref(), std::env::vars(), &args.set)?;
-    if let Some(m) = &args.model {
+/// The layers above the files: `--config FILE`, environment variables, `--set`, `--model`,
+/// `--iterations` (also `sft`'s).
+pub(crate) fn user_config(
+    builder: ConfigBuilder,
+    config: Option<&Path>,
+    set: &[String],
+    model: Option<&str>,
+    iterations: Option<u32>,
+) -> Result<Config, ConfigError> {
+    let mut b = builder.user_layers(config, std::env::vars(), set)?;
+    if let Some(m) = model {
         b = b.set_str("model.path", m, "--model")?;
     }
-    if let Some(n) = args.iterations {
+    if let Some(n) = iterations {
         b = b.layer_override(&format!("trainer.total_training_steps={n}"))?;
     }
     b.build()
+}
+
+/// `runs/<env>-<unix time>`: a new run's directory unless `--run-dir` names one.
+pub(crate) fn default_run_dir(env: &str) -> PathBuf {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    PathBuf::from("runs").join(format!("{}-{t}", env_name(env)))
 }
 
 /// The run's config layers below the user's (the run's own `config.toml` with `--resume`), the
@@ -101,40 +116,67 @@ fn run_base(args: &Args, device: &Device) -> anyhow::Result<(ConfigBuilder, Stri
         .clone()
         .context("--env PLUGIN is required (or --resume DIR)")?;
     let b = base_config(&env, device, args.no_cpu_profile).map_err(ExpectedError::config)?;
-    let dir = args.run_dir.clone().unwrap_or_else(|| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        PathBuf::from("runs").join(format!("{}-{t}", env_name(&env)))
-    });
+    let dir = args
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| default_run_dir(&env));
     Ok((b, env, dir))
 }
 
-/// The random policy's success rate on the run's validation seeds (`seed.val + i`, as
-/// `ragen-gym eval --policy random` plays them), for the closing summary; `None` for an env
-/// without action names (the random policy then needs the observation's action list).
-fn random_reference(envs: &RunEnvs, config: &Config) -> anyhow::Result<Option<RandomReference>> {
+/// The reference policies' success rates on the run's validation seeds (`seed.val + i`, as
+/// `ragen-gym eval --policy P` plays them), for the closing summary: the random policy when the
+/// env has action names (otherwise it needs the observation's action list), and the env's
+/// expert when it has one for this config (the optimum line when the expert is optimal).
+pub(crate) fn references(envs: &RunEnvs, config: &Config) -> anyhow::Result<Vec<Reference>> {
     let mut env = new_env(&envs.plugin, &config.env.config, envs.grants.clone())?;
-    if env.spec().action_names.as_ref().is_none_or(Vec::is_empty) {
-        return Ok(None);
-    }
     let v = &config.es_manager.val;
     let seeds: Vec<u64> = group_seeds(config.seed.val, v.env_groups, v.group_size)
         .into_iter()
         .map(|(_, seed)| seed)
         .collect();
-    Ok(Some(RandomReference {
-        success: random_success_rate(env.as_mut(), &seeds)?,
-        episodes: seeds.len(),
-        actions: env.spec().max_episode_steps,
-    }))
+    let mut out = Vec::new();
+    if env
+        .spec()
+        .action_names
+        .as_ref()
+        .is_some_and(|n| !n.is_empty())
+    {
+        out.push(Reference {
+            policy: format!(
+                "random policy ({} uniform actions)",
+                env.spec().max_episode_steps
+            ),
+            success: success_rate(env.as_mut(), &seeds, PolicyKind::Random)?,
+            episodes: seeds.len(),
+        });
+    }
+    if let Some(info) = env.expert_info()? {
+        let kind = if info.optimal {
+            "optimal"
+        } else {
+            "not optimal"
+        };
+        out.push(Reference {
+            policy: format!("expert policy ({kind}: {})", info.description),
+            success: success_rate(env.as_mut(), &seeds, PolicyKind::Expert)?,
+            episodes: seeds.len(),
+        });
+    }
+    Ok(out)
 }
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let device = args.device.open()?;
     let (builder, env_spec, run_dir) = run_base(&args, &device)?;
-    let config = finish_config(builder, &args).map_err(ExpectedError::config)?;
+    let config = user_config(
+        builder,
+        args.config.as_deref(),
+        &args.set,
+        args.model.as_deref(),
+        args.iterations,
+    )
+    .map_err(ExpectedError::config)?;
 
     // One sandbox for the run: the env's instances plus one per reward function.
     let envs = RunEnvs::load(&args.sandbox, &config, &env_spec, args.reward_plugin.len())?;
@@ -146,7 +188,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         env_config: config.env.config.clone(),
     };
     let log_trajectories = config.trainer.log_trajectories as usize;
-    let summary = SummaryReporter::new(config.val_batch_size(), random_reference(&envs, &config)?);
+    let summary = SummaryReporter::new(config.val_batch_size(), references(&envs, &config)?);
     let mut trainer = Trainer::new(TrainSetup {
         make_env: envs.factory(&config),
         plugin_sha256: envs.sha256(),

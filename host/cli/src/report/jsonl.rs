@@ -29,16 +29,31 @@ pub struct JsonlReporter {
     run: RunDir,
     env: EnvSource,
     log_trajectories: usize,
+    /// The metrics and trajectories files (`metrics.jsonl`, `trajectories.jsonl` for `train`).
+    paths: (std::path::PathBuf, std::path::PathBuf),
     files: Option<(JsonlWriter, JsonlWriter)>,
 }
 
 impl JsonlReporter {
     /// A reporter writing into `run`; `log_trajectories` is `trainer.log_trajectories`.
     pub fn new(run: RunDir, env: EnvSource, log_trajectories: usize) -> Self {
+        let paths = (run.metrics_path(), run.trajectories_path());
+        Self::with_files(run, env, log_trajectories, paths)
+    }
+
+    /// A reporter writing into other files of `run` (`sft` keeps its epochs apart from the
+    /// iterations of a `train --resume` that continues the run).
+    pub fn with_files(
+        run: RunDir,
+        env: EnvSource,
+        log_trajectories: usize,
+        paths: (std::path::PathBuf, std::path::PathBuf),
+    ) -> Self {
         Self {
             run,
             env,
             log_trajectories,
+            paths,
             files: None,
         }
     }
@@ -46,14 +61,15 @@ impl JsonlReporter {
     fn files(&mut self) -> Result<&mut (JsonlWriter, JsonlWriter), ReportError> {
         if self.files.is_none() {
             self.files = Some((
-                self.run.jsonl_writer(&self.run.metrics_path())?,
-                self.run.jsonl_writer(&self.run.trajectories_path())?,
+                self.run.jsonl_writer(&self.paths.0)?,
+                self.run.jsonl_writer(&self.paths.1)?,
             ));
         }
         Ok(self.files.as_mut().expect("opened above"))
     }
 
-    fn record(&self, iteration: u32, split: Split, t: &Trajectory) -> TrajectoryRecord {
+    /// The line of trajectory `t` of `iteration`'s `split` rollout.
+    pub fn record(&self, iteration: u32, split: Split, t: &Trajectory) -> TrajectoryRecord {
         TrajectoryRecord {
             trajectory: t.clone(),
             iteration,
@@ -76,10 +92,8 @@ impl Reporter for JsonlReporter {
             } => {
                 self.files = None;
                 let first = u64::from(first_logged);
-                self.run
-                    .truncate_jsonl_from(&self.run.metrics_path(), first)?;
-                self.run
-                    .truncate_jsonl_from(&self.run.trajectories_path(), first)?;
+                self.run.truncate_jsonl_from(&self.paths.0, first)?;
+                self.run.truncate_jsonl_from(&self.paths.1, first)?;
             }
             TrainEvent::Trajectories {
                 iteration,

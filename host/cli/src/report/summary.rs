@@ -1,7 +1,7 @@
 //! The closing summary of a `train` run on stdout: validation success at the first and the last
 //! validation of the run with their standard errors, the change in standard errors of the
-//! difference, and the random policy's rate on the same validation seeds (README, "Learning on a
-//! laptop").
+//! difference, and the reference policies' rates on the same validation seeds: random, and the
+//! env's expert when it has one (README, "Learning on a laptop").
 
 use ragen_gym_starpo::{Metrics, ReportError, Reporter, TrainEvent};
 
@@ -16,32 +16,32 @@ pub struct ValPoint {
     pub stderr: f64,
 }
 
-/// The random policy's success rate on the run's validation seeds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RandomReference {
+/// A reference policy's success rate on the run's validation seeds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    /// The policy, for people: `random policy (10 uniform actions)`, `expert policy (...)`.
+    pub policy: String,
     /// Success rate.
     pub success: f64,
     /// Episodes played (one per validation seed).
     pub episodes: usize,
-    /// Actions per episode (the env's step limit).
-    pub actions: u32,
 }
 
 /// Collects the validations of a run and prints the summary when it finishes.
 #[derive(Debug, Default)]
 pub struct SummaryReporter {
-    random: Option<RandomReference>,
+    references: Vec<Reference>,
     episodes: usize,
     first: Option<(String, ValPoint)>,
     last: Option<(String, ValPoint)>,
 }
 
 impl SummaryReporter {
-    /// A reporter for a run validating on `episodes` episodes, with the random policy's rate on
-    /// the same seeds when it was measured.
-    pub fn new(episodes: usize, random: Option<RandomReference>) -> Self {
+    /// A reporter for a run validating on `episodes` episodes, with the reference policies'
+    /// rates on the same seeds that were measured.
+    pub fn new(episodes: usize, references: Vec<Reference>) -> Self {
         Self {
-            random,
+            references,
             episodes,
             ..Self::default()
         }
@@ -69,13 +69,13 @@ pub fn val_point(iteration: u32, metrics: &Metrics) -> Option<(String, ValPoint)
 }
 
 /// The summary's lines: before, after, the change in standard errors of the difference
-/// (`sqrt(se_before^2 + se_after^2)`) and the random policy's rate.
+/// (`sqrt(se_before^2 + se_after^2)`) and the reference policies' rates.
 pub fn summary_lines(
     metric: &str,
     episodes: usize,
     first: ValPoint,
     last: ValPoint,
-    random: Option<RandomReference>,
+    references: &[Reference],
 ) -> Vec<String> {
     let mut lines = vec![
         format!("validation success ({metric}, {episodes} episodes, ± one standard error):"),
@@ -98,10 +98,10 @@ pub fn summary_lines(
     } else {
         lines.push(format!("  change: {diff:+.3}"));
     }
-    if let Some(r) = random {
+    for r in references {
         lines.push(format!(
-            "  random policy ({} uniform actions) on the same {} seeds: {:.3}",
-            r.actions, r.episodes, r.success
+            "  {} on the same {} seeds: {:.3}",
+            r.policy, r.episodes, r.success
         ));
     }
     lines
@@ -120,7 +120,9 @@ impl Reporter for SummaryReporter {
             }
             TrainEvent::Finished { .. } => {
                 if let (Some((metric, first)), Some((_, last))) = (&self.first, &self.last) {
-                    for line in summary_lines(metric, self.episodes, *first, *last, self.random) {
+                    for line in
+                        summary_lines(metric, self.episodes, *first, *last, &self.references)
+                    {
                         println!("{line}");
                     }
                 }
@@ -170,12 +172,19 @@ mod tests {
             success: 0.5,
             stderr: 0.04,
         };
-        let random = RandomReference {
-            success: 0.25,
-            episodes: 256,
-            actions: 10,
-        };
-        let lines = summary_lines("val-env/X/success", 256, first, last, Some(random));
+        let references = [
+            Reference {
+                policy: "random policy (10 uniform actions)".into(),
+                success: 0.25,
+                episodes: 256,
+            },
+            Reference {
+                policy: "expert policy (optimal: value iteration)".into(),
+                success: 0.48,
+                episodes: 256,
+            },
+        ];
+        let lines = summary_lines("val-env/X/success", 256, first, last, &references);
         assert_eq!(
             lines,
             vec![
@@ -184,6 +193,7 @@ mod tests {
                 "  after:  0.500 ± 0.040 (iteration 10)",
                 "  change: +0.400 = +8.0 standard errors of the difference",
                 "  random policy (10 uniform actions) on the same 256 seeds: 0.250",
+                "  expert policy (optimal: value iteration) on the same 256 seeds: 0.480",
             ]
         );
     }

@@ -68,6 +68,16 @@ impl Episode {
         self.status == Status::Running
     }
 
+    /// The seed it was reset with.
+    pub(super) fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Actions it may still take: the trajectory's budget less those taken.
+    pub(super) fn actions_left(&self, p: &RolloutParams) -> usize {
+        p.max_actions_per_traj.saturating_sub(self.num_actions)
+    }
+
     /// Reset `env` with the episode's seed; a failure ends the episode.
     pub(super) fn reset(&mut self, env: &mut dyn Env, p: &RolloutParams) {
         let t = Instant::now();

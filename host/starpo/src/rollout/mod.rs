@@ -5,12 +5,15 @@
 //! of all running episodes are sampled in batches, and each episode parses its answer and steps
 //! its env, in parallel; finished episodes leave the batch. A plugin trap or env error ends only
 //! that trajectory. [`episode`] holds one trajectory in progress, [`pool`] the env instances,
-//! [`generator`] the model's port.
+//! [`generator`] the model's port, [`expert`] the same rollout with the env's expert as the
+//! policy (demonstrations).
 
 mod episode;
+mod expert;
 mod generator;
 mod pool;
 
+pub use expert::{ExpertRolloutError, answer_joiner, expert_answer, expert_rollout};
 pub use generator::{GenerateError, Generation, GenerationParams, Generator};
 pub use pool::{EnvFactory, EnvPool};
 

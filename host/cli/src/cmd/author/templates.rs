@@ -47,8 +47,9 @@ macro_rules! embed {
     };
 }
 
-const WIT: [(&str, &str); 5] = [
+const WIT: [(&str, &str); 6] = [
     ("wit/environment.wit", embed!("wit/environment.wit")),
+    ("wit/expert.wit", embed!("wit/expert.wit")),
     ("wit/host.wit", embed!("wit/host.wit")),
     ("wit/reward-function.wit", embed!("wit/reward-function.wit")),
     ("wit/types.wit", embed!("wit/types.wit")),
@@ -179,6 +180,21 @@ mod tests {
             description: "A game.".into(),
             sdk: "/x/sdk".into(),
         }
+    }
+
+    /// A scaffold resolves the contract only when it carries every file of `wit/` (the expert
+    /// interface of 0.1.1 was once left out, and Python and JavaScript builds failed).
+    #[test]
+    fn scaffolds_carry_every_contract_file() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| format!("wit/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = WIT.iter().map(|(p, _)| (*p).to_string()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk);
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! `ragen-gym eval --env PLUGIN --policy random --episodes N [--seed S] [--json]`: success rate,
-//! mean return and env steps per second. Episode `i` resets with seed `S + i` and the random
-//! policy draws actions from a generator seeded by `S + i`, so the same seed gives the same
-//! numbers (steps per second aside). With `--model` (a checkpoint, `default`, or an API model
+//! `ragen-gym eval --env PLUGIN --policy random|expert --episodes N [--seed S] [--json]`: success
+//! rate, mean return and env steps per second. Episode `i` resets with seed `S + i`; the random
+//! policy draws actions from a generator seeded by `S + i`, the expert policy takes the plugin's
+//! expert's preferred action before every step (`ragen:gym/expert`, closed loop), so the same
+//! seed gives the same numbers (steps per second aside). With `--model` (a checkpoint, `default`, or an API model
 //! `openai:NAME --base-url URL`), RAGEN's validation protocol (`model`).
 
 pub mod api;
@@ -12,7 +13,7 @@ use crate::shared::device::DeviceArgs;
 use crate::shared::plugins::{load_into, write_lock};
 use crate::shared::run::new_env;
 use crate::shared::sandbox::SandboxArgs;
-use ragen_gym_core::{Env, EnvSpec, splitmix64};
+use ragen_gym_core::{Env, EnvSpec, ExpertInfo, splitmix64};
 use ragen_gym_registry::PluginRole;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -22,6 +23,18 @@ use std::time::{Duration, Instant};
 pub enum PolicyKind {
     /// Uniformly random action names.
     Random,
+    /// The plugin's expert: its preferred action from each state (the optimum line when the
+    /// expert is optimal). A plugin without an expert is an error naming it.
+    Expert,
+}
+
+impl PolicyKind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Random => "random",
+            Self::Expert => "expert",
+        }
+    }
 }
 
 /// Arguments of `ragen-gym eval`.
@@ -100,7 +113,7 @@ pub struct Args {
     pub device: DeviceArgs,
 }
 
-/// What the random policy's episodes add up to.
+/// What the policy's episodes add up to.
 #[derive(Default)]
 struct Tally {
     successes: u32,
@@ -108,6 +121,10 @@ struct Tally {
     steps: u64,
     failed: u32,
     env_time: Duration,
+    /// Expert policy: the sum of the success probabilities its first advice stated, and how
+    /// many episodes stated one.
+    claimed: f64,
+    claims: u32,
 }
 
 /// Run the subcommand.
@@ -123,40 +140,111 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut env = new_env(&plugin, &args.config, args.sandbox.grants()?)?;
     let spec = env.spec().clone();
+    let expert = match args.policy {
+        PolicyKind::Random => None,
+        PolicyKind::Expert => Some(require_expert(env.as_mut())?),
+    };
     let mut tally = Tally::default();
     for i in 0..args.episodes {
-        random_episode(env.as_mut(), &spec, i, args.seed, &mut tally)?;
+        episode(env.as_mut(), &spec, args.policy, i, args.seed, &mut tally)?;
     }
-    print_tally(&args, &spec, &tally)
+    print_tally(&args, &spec, expert.as_ref(), &tally)
 }
 
-/// Episode `i`: reset with seed `base + i` and act uniformly at random from a generator seeded
-/// the same, until the episode ends or runs out of steps. An env failure ends the episode and
-/// counts as failed.
-fn random_episode(
+/// The env's expert, or the error naming its plugin when it has none.
+fn require_expert(env: &mut dyn Env) -> anyhow::Result<ExpertInfo> {
+    if let Some(info) = env.expert_info()? {
+        return Ok(info);
+    }
+    // `advise` says why there is none (an old-contract plugin, or none for this config).
+    Err(match env.advise() {
+        Err(e) => e.into(),
+        Ok(_) => anyhow::anyhow!("{} has no expert for this config", env.spec().id),
+    })
+}
+
+/// Episode `i`: reset with seed `base + i` and act with `policy` (uniformly at random from a
+/// generator seeded the same, or the expert's preferred action), until the episode ends, runs
+/// out of steps or the expert has no move. An env failure ends the episode and counts as failed.
+fn episode(
     env: &mut dyn Env,
     spec: &EnvSpec,
+    policy: PolicyKind,
     i: u32,
     base: u64,
     tally: &mut Tally,
 ) -> anyhow::Result<()> {
-    // Discrete envs: the spec's action names. Free-text envs (e.g. the WebShop bridge): the
-    // actions listed on the observation's `Available actions:` line (RAGEN's WebShop format).
-    let fixed_names = spec.action_names.as_ref().filter(|n| !n.is_empty());
     let seed = base.wrapping_add(u64::from(i));
-    let mut rng = seed;
     let t = Instant::now();
     let reset = env.reset(seed);
     tally.env_time += t.elapsed();
-    let mut observation = match reset {
-        Ok(r) => r.observation,
-        Err(e) => {
-            eprintln!("episode {i} (seed {seed}) failed: {e}");
-            tally.failed += 1;
-            return Ok(());
-        }
+    let mut run = Run {
+        env,
+        i,
+        seed,
+        ret: 0.0,
+        success: false,
     };
-    let (mut ret, mut success) = (0.0, false);
+    match reset {
+        Ok(r) => match policy {
+            PolicyKind::Random => random_steps(&mut run, spec, r.observation, tally)?,
+            PolicyKind::Expert => expert_steps(&mut run, spec, tally),
+        },
+        Err(e) => run.fail(tally, &e),
+    }
+    tally.total_return += run.ret;
+    tally.successes += u32::from(run.success);
+    Ok(())
+}
+
+/// One episode in progress: its env, index, seed, return and success so far.
+struct Run<'a> {
+    env: &'a mut dyn Env,
+    i: u32,
+    seed: u64,
+    ret: f64,
+    success: bool,
+}
+
+impl Run<'_> {
+    /// An env failure: it ends the episode and counts as failed.
+    fn fail(&self, tally: &mut Tally, e: &dyn std::fmt::Display) {
+        eprintln!("episode {} (seed {}) failed: {e}", self.i, self.seed);
+        tally.failed += 1;
+    }
+
+    /// Step with `action`; the next observation while the episode goes on, `None` when it
+    /// ended or failed.
+    fn step(&mut self, action: &str, tally: &mut Tally) -> Option<String> {
+        let t = Instant::now();
+        let r = self.env.step(action);
+        tally.env_time += t.elapsed();
+        tally.steps += 1;
+        match r {
+            Ok(r) => {
+                self.ret += r.reward;
+                self.success |= r.success;
+                (!(r.terminated || r.truncated)).then_some(r.observation)
+            }
+            Err(e) => {
+                self.fail(tally, &e);
+                None
+            }
+        }
+    }
+}
+
+/// The random policy from `observation`. Discrete envs: the spec's action names. Free-text envs
+/// (e.g. the WebShop bridge): the actions listed on the observation's `Available actions:` line
+/// (RAGEN's WebShop format).
+fn random_steps(
+    run: &mut Run<'_>,
+    spec: &EnvSpec,
+    mut observation: String,
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
+    let fixed_names = spec.action_names.as_ref().filter(|n| !n.is_empty());
+    let mut rng = run.seed;
     for _ in 0..spec.max_episode_steps {
         let listed;
         let names: &[String] = match fixed_names {
@@ -173,54 +261,75 @@ fn random_episode(
             }
         };
         let action = &names[(splitmix64(&mut rng) % names.len() as u64) as usize];
-        let t = Instant::now();
-        let r = env.step(action);
-        tally.env_time += t.elapsed();
-        tally.steps += 1;
-        match r {
-            Ok(r) => {
-                observation = r.observation;
-                ret += r.reward;
-                success |= r.success;
-                if r.terminated || r.truncated {
-                    break;
-                }
-            }
-            Err(e) => {
-                eprintln!("episode {i} (seed {seed}) failed: {e}");
-                tally.failed += 1;
-                break;
-            }
+        match run.step(action, tally) {
+            Some(next) => observation = next,
+            None => break,
         }
     }
-    tally.total_return += ret;
-    tally.successes += u32::from(success);
     Ok(())
 }
 
-/// The random policy's success rate over one episode per seed in `seeds` (e.g. a run's
-/// validation seeds), each played as `eval --policy random --seed SEED` plays its first episode.
+/// The expert policy: its preferred action before every step (closed loop), recording the
+/// success probability its first advice states.
+fn expert_steps(run: &mut Run<'_>, spec: &EnvSpec, tally: &mut Tally) {
+    for step in 0..spec.max_episode_steps {
+        let t = Instant::now();
+        let advice = run.env.advise();
+        tally.env_time += t.elapsed();
+        let advice = match advice {
+            Ok(a) => a,
+            Err(e) => return run.fail(tally, &e),
+        };
+        if step == 0
+            && let Some(p) = advice.success_probability
+        {
+            tally.claimed += p;
+            tally.claims += 1;
+        }
+        let Some(action) = advice.actions.first() else {
+            return;
+        };
+        if run.step(action, tally).is_none() {
+            return;
+        }
+    }
+}
+
+/// The success rate of `policy` (random, or the env's expert) over one episode per seed in
+/// `seeds` (e.g. a run's validation seeds), each played as `eval --policy P --seed SEED` plays
+/// its first episode.
 ///
 /// # Errors
-/// As [`random_episode`].
-pub(crate) fn random_success_rate(env: &mut dyn Env, seeds: &[u64]) -> anyhow::Result<f64> {
+/// As [`episode`].
+pub(crate) fn success_rate(
+    env: &mut dyn Env,
+    seeds: &[u64],
+    policy: PolicyKind,
+) -> anyhow::Result<f64> {
     let spec = env.spec().clone();
     let mut tally = Tally::default();
     for &seed in seeds {
-        random_episode(env, &spec, 0, seed, &mut tally)?;
+        episode(env, &spec, policy, 0, seed, &mut tally)?;
     }
     Ok(f64::from(tally.successes) / seeds.len().max(1) as f64)
 }
 
-/// Print success rate, mean return and env steps per second (JSON with `--json`).
-fn print_tally(args: &Args, spec: &EnvSpec, tally: &Tally) -> anyhow::Result<()> {
+/// Print success rate, mean return and env steps per second (JSON with `--json`); for the
+/// expert, what it is and the mean success probability its first advice stated.
+fn print_tally(
+    args: &Args,
+    spec: &EnvSpec,
+    expert: Option<&ExpertInfo>,
+    tally: &Tally,
+) -> anyhow::Result<()> {
     let n = f64::from(args.episodes.max(1));
     let sps = tally.steps as f64 / tally.env_time.as_secs_f64().max(1e-9);
     let success_rate = f64::from(tally.successes) / n;
+    let claimed = (tally.claims > 0).then(|| tally.claimed / f64::from(tally.claims));
     if args.json {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "env": spec.id,
-            "policy": "random",
+            "policy": args.policy.name(),
             "seed": args.seed,
             "episodes": args.episodes,
             "success_rate": success_rate,
@@ -229,12 +338,29 @@ fn print_tally(args: &Args, spec: &EnvSpec, tally: &Tally) -> anyhow::Result<()>
             "failed_episodes": tally.failed,
             "steps_per_second": sps,
         });
+        if let Some(e) = expert {
+            v["expert"] = serde_json::json!({
+                "description": e.description,
+                "optimal": e.optimal,
+                "mean_claimed_success": claimed,
+            });
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
-            "env {} | policy random | {} episodes from seed {}",
-            spec.id, args.episodes, args.seed
+            "env {} | policy {} | {} episodes from seed {}",
+            spec.id,
+            args.policy.name(),
+            args.episodes,
+            args.seed
         );
+        if let Some(e) = expert {
+            let kind = if e.optimal { "optimal" } else { "not optimal" };
+            println!("expert        {} ({kind})", e.description);
+            if let Some(p) = claimed {
+                println!("claimed       {p:.4} (mean success probability at reset)");
+            }
+        }
         println!("success rate  {success_rate:.4}");
         println!("mean return   {:.4}", tally.total_return / n);
         println!("env steps/s   {sps:.0} ({} steps)", tally.steps);

@@ -1,0 +1,183 @@
+//! `ragen-gym sft --env PLUGIN [--episodes N] [--demonstrations FILE] [--model M] [--run-dir DIR]
+//! [--epochs E] [--lr LR] [--batch-size B]`: supervised fine-tuning on the env expert's
+//! demonstrations (`ragen_gym_starpo::sft`), the warm start of RAGEN v1's appendix C.
+//!
+//! The config is `train`'s (the same layers, so the same prompt, chat template, turn layout and
+//! answer format). The run directory holds `demonstrations.jsonl` (one
+//! `trajectories.jsonl`-shaped record per demonstration, readable by `--demonstrations` and
+//! `replay`), `sft_metrics.jsonl` (per epoch: `sft/loss`, `sft/expert_logp`, `val-env/*`),
+//! `sft_trajectories.jsonl` (validation samples), `config.toml`, `run.json`,
+//! `ragen-gym.lock` and the checkpoint; `ragen-gym train --resume DIR` continues it with RL.
+
+use crate::ExpectedError;
+use crate::cmd::train::{default_run_dir, references, user_config};
+use crate::report::Reporters;
+use crate::report::jsonl::{EnvSource, JsonlReporter};
+use crate::report::progress::ProgressReporter;
+use crate::report::summary::SummaryReporter;
+use crate::shared::config::base_config;
+use crate::shared::device::DeviceArgs;
+use crate::shared::plugins::write_lock;
+use crate::shared::run::RunEnvs;
+use crate::shared::sandbox::SandboxArgs;
+use ragen_gym_starpo::run_dir::read_trajectory_records;
+use ragen_gym_starpo::{Demonstrations, Metrics, RunDir, SftSetup, SftTrainer, Split, TrainError};
+use std::path::PathBuf;
+
+/// Arguments of `ragen-gym sft`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The env plugin (its expert makes the demonstrations).
+    #[arg(long = "env", value_name = "PLUGIN")]
+    pub env: String,
+    /// Expert episodes to collect (seeds `seed.train + i`).
+    #[arg(long, default_value_t = 256, conflicts_with = "demonstrations")]
+    pub episodes: usize,
+    /// Learn from these trajectories instead (a `trajectories.jsonl` or `demonstrations.jsonl`).
+    #[arg(long, value_name = "FILE")]
+    pub demonstrations: Option<PathBuf>,
+    /// The model: `default`, a `.gguf` file or a Hugging Face directory.
+    #[arg(long, value_name = "M")]
+    pub model: Option<String>,
+    /// An experiment config file, as for `train`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Override one config key, `section.key=value` (repeatable), as for `train`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Where to write the run (default `runs/<env>-sft-<unix time>`).
+    #[arg(long = "run-dir", value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// Passes over the demonstrations.
+    #[arg(long, default_value_t = 2)]
+    pub epochs: u32,
+    /// Learning rate (default: the config's `actor.actor_lr`).
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Demonstrations per optimiser step.
+    #[arg(long = "batch-size", default_value_t = 8)]
+    pub batch_size: usize,
+    /// Do not apply the CPU profile even when running on the CPU.
+    #[arg(long)]
+    pub no_cpu_profile: bool,
+    /// Where the model runs.
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Sandbox limits and capability grants.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// Read the demonstrations of `--demonstrations FILE`.
+fn read_demonstrations(path: &std::path::Path) -> anyhow::Result<Demonstrations> {
+    let records = read_trajectory_records(path, None)?;
+    anyhow::ensure!(
+        !records.is_empty(),
+        "{} holds no trajectory",
+        path.display()
+    );
+    Ok(Demonstrations::Given(
+        records.into_iter().map(|(_, r)| r.trajectory).collect(),
+    ))
+}
+
+/// Run the subcommand.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let device = args.device.open()?;
+    let builder =
+        base_config(&args.env, &device, args.no_cpu_profile).map_err(ExpectedError::config)?;
+    let config = user_config(
+        builder,
+        args.config.as_deref(),
+        &args.set,
+        args.model.as_deref(),
+        None,
+    )
+    .map_err(ExpectedError::config)?;
+    let demonstrations = match &args.demonstrations {
+        Some(path) => read_demonstrations(path)?,
+        None => Demonstrations::Collect(args.episodes),
+    };
+    let envs = RunEnvs::load(&args.sandbox, &config, &args.env, 0)?;
+    let env_source = EnvSource {
+        plugin: envs.lock.reference.clone(),
+        plugin_sha256: envs.sha256(),
+        env_config: config.env.config.clone(),
+    };
+    let run_dir = args
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| default_run_dir(&format!("{}-sft", args.env)));
+    let summary = SummaryReporter::new(config.val_batch_size(), references(&envs, &config)?);
+    let mut sft = SftTrainer::new(SftSetup {
+        make_env: envs.factory(&config),
+        plugin_sha256: envs.sha256(),
+        lr: args.lr.unwrap_or(config.actor.actor_lr),
+        config,
+        env_source: args.env.clone(),
+        run_dir,
+        device,
+        demonstrations,
+        epochs: args.epochs,
+        batch_size: args.batch_size,
+    })
+    .map_err(|e| match e {
+        e @ (TrainError::Config(_) | TrainError::Constraint(_)) => ExpectedError::config(e),
+        e => ExpectedError::training("sft setup", e),
+    })?;
+    eprintln!("run directory: {}", sft.run_dir().display());
+    write_lock(sft.run_dir(), vec![envs.lock])?;
+    let run = RunDir::open(sft.run_dir())?;
+    let files = (
+        run.root().join("sft_metrics.jsonl"),
+        run.root().join("sft_trajectories.jsonl"),
+    );
+    let jsonl = JsonlReporter::with_files(RunDir::open(run.root())?, env_source, 64, files);
+    write_demonstrations(&run, &jsonl, sft.demonstrations())?;
+    let mut reporters = Reporters(vec![
+        Box::new(ProgressReporter::new()),
+        Box::new(jsonl),
+        Box::new(summary),
+    ]);
+    let epochs = sft
+        .train(&mut reporters)
+        .map_err(|e| ExpectedError::training("sft", e))?;
+    print_summary(&epochs);
+    eprintln!(
+        "continue with RL: ragen-gym train --resume {}",
+        run.root().display()
+    );
+    Ok(())
+}
+
+/// `demonstrations.jsonl`: one record per demonstration (iteration 0, split `train`).
+fn write_demonstrations(
+    run: &RunDir,
+    jsonl: &JsonlReporter,
+    demos: &[ragen_gym_core::Trajectory],
+) -> anyhow::Result<()> {
+    let mut w = run.jsonl_writer(&run.root().join("demonstrations.jsonl"))?;
+    for t in demos {
+        w.write(&jsonl.record(0, Split::Train, t))?;
+    }
+    w.sync()?;
+    Ok(())
+}
+
+/// One line per epoch: loss, the expert's mean token log-prob, validation success.
+fn print_summary(epochs: &[Metrics]) {
+    println!("epoch  loss     expert_logp  val_success");
+    for m in epochs {
+        let get = |k: &str| m.get(k).map_or("-".to_string(), |v| format!("{v:.4}"));
+        let success = m
+            .iter()
+            .find(|(k, _)| k.starts_with("val-env/") && k.ends_with("/success"))
+            .map_or("-".to_string(), |(_, v)| format!("{v:.4}"));
+        let epoch = m.get("sft/epoch").copied().unwrap_or(0.0);
+        println!(
+            "{epoch:<6} {:<8} {:<12} {success}",
+            get("sft/loss"),
+            get("sft/expert_logp")
+        );
+    }
+}

@@ -1,0 +1,408 @@
+//! Supervised fine-tuning on expert demonstrations (`ragen-gym sft`): the warm start of RAGEN
+//! v1's appendix C (SFT on BFS-solver demonstrations before RL; arXiv 2504.20073), for any env
+//! whose plugin has an expert (`ragen:gym/expert`).
+//!
+//! 1. Demonstrations: [`crate::rollout::expert_rollout`] on the training seeds `seed.train + i`
+//!    (the prompts, turn layout and answer format of `train`), or trajectories read from a file.
+//! 2. Samples: [`samples::demonstration_samples`], the training sequences `train` builds, with
+//!    the tokens of a constrained sampler when `rollout.constrained_actions` is on.
+//! 3. Epochs: the samples shuffled (seeded by `seed.sampler` and the epoch), mini-batches of
+//!    `batch_size`, micro-batches of `actor.micro_batch_size`; the loss is the token-mean
+//!    negative log-likelihood of the trained tokens (cross-entropy on the response tokens only),
+//!    minimised by the actor's AdamW with its gradient clip ([`crate::update::accumulate_and_step`]).
+//!    After each epoch: the validation protocol of `train` and a checkpoint.
+//!
+//! The run directory is a `train` run directory at iteration 0 (`config.toml`, `run.json`,
+//! `checkpoint/`), so `ragen-gym train --resume DIR` continues it with RL.
+
+pub mod samples;
+
+use crate::action_constraint::action_constraint;
+use crate::batch::TrainSample;
+use crate::batch::tensors::token_batch;
+use crate::config::Config;
+use crate::error::TrainError;
+use crate::events::{Emitter, Phase, Reporter, Split, TrainEvent};
+use crate::losses::masked_mean;
+use crate::metrics::Metrics;
+use crate::models::Models;
+use crate::passes::Pass;
+use crate::policy_adapter::{PolicyGenerator, PrefixSharing};
+use crate::rollout::{EnvFactory, EnvPool, RolloutParams, answer_joiner, expert_rollout};
+use crate::run_dir::{RunDir, RunInfo, TrainerState};
+use crate::seeds::validation_sampler_seed;
+use crate::update::accumulate_and_step;
+use crate::validation::evaluate;
+use ragen_gym_core::{Trajectory, splitmix64};
+use ragen_gym_policy as pol;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Where the demonstrations come from.
+pub enum Demonstrations {
+    /// Collect this many episodes of the env's expert.
+    Collect(usize),
+    /// These trajectories (e.g. read from a `trajectories.jsonl`-shaped file).
+    Given(Vec<Trajectory>),
+}
+
+/// What an SFT run needs besides the config.
+pub struct SftSetup {
+    /// The resolved config (the one `train` would use).
+    pub config: Config,
+    /// Makes env instances.
+    pub make_env: EnvFactory,
+    /// sha256 of the plugin (recorded in `run.json` and the checkpoint).
+    pub plugin_sha256: String,
+    /// How the plugin was named (stored in `run.json`, so `train --resume` finds it).
+    pub env_source: String,
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Where the policy lives.
+    pub device: pol::Device,
+    /// The demonstrations.
+    pub demonstrations: Demonstrations,
+    /// Passes over the demonstrations.
+    pub epochs: u32,
+    /// The learning rate (`train`'s `actor.actor_lr` unless set).
+    pub lr: f64,
+    /// Samples per optimiser step.
+    pub batch_size: usize,
+}
+
+/// The SFT run.
+pub struct SftTrainer {
+    cfg: Config,
+    models: Models,
+    val_pool: EnvPool,
+    constraint: Option<pol::Constraint>,
+    prefix_sharing: PrefixSharing,
+    run: RunDir,
+    info: RunInfo,
+    demos: Vec<Trajectory>,
+    samples: Vec<TrainSample>,
+    epochs: u32,
+    lr: f64,
+    batch_size: usize,
+}
+
+impl SftTrainer {
+    /// Load the model, collect (or take) the demonstrations and build their samples, build the
+    /// validation envs, and write `config.toml` and `run.json`.
+    ///
+    /// # Errors
+    /// [`TrainError`]; [`TrainError::Demonstrations`] when the expert fails (e.g. the plugin has
+    /// none) or a demonstration does not fit the answer format.
+    pub fn new(setup: SftSetup) -> Result<Self, TrainError> {
+        let run = RunDir::create(&setup.run_dir)?;
+        let cfg = setup.config;
+        let (models, _) = Models::load(&cfg, &run, false, &setup.device)?;
+        let probe = (setup.make_env)()?;
+        let spec = probe.spec().clone();
+        drop(probe);
+        let constraint = action_constraint(&cfg, &spec, models.policy.tokenizer())?;
+        let p = RolloutParams::from_config(&cfg, &spec, cfg.rollout.temperature, cfg.seed.sampler);
+        let demos = match setup.demonstrations {
+            Demonstrations::Given(d) => d,
+            Demonstrations::Collect(n) => {
+                collect(&cfg, &setup.make_env, &models, constraint.is_some(), &p, n)?
+            }
+        };
+        let samples = samples::demonstration_samples(
+            models.policy.tokenizer(),
+            constraint.as_ref(),
+            &p.prompt,
+            &demos,
+        )
+        .map_err(|e| TrainError::Demonstrations(Box::new(e)))?;
+        let val_pool = EnvPool::from_factory(&setup.make_env, cfg.val_batch_size())?;
+        let prefix_sharing = PrefixSharing::decide(&cfg, &models.policy.sampler());
+        run.write_config(&cfg)?;
+        let info = RunInfo {
+            env_id: spec.id.clone(),
+            env_version: spec.version.clone(),
+            plugin_sha256: setup.plugin_sha256,
+            env_source: setup.env_source,
+            model: cfg.model.resolved_path(),
+        };
+        run.write_run_info(&info)?;
+        Ok(Self {
+            cfg,
+            models,
+            val_pool,
+            constraint,
+            prefix_sharing,
+            run,
+            info,
+            demos,
+            samples,
+            epochs: setup.epochs,
+            lr: setup.lr,
+            batch_size: setup.batch_size.max(1),
+        })
+    }
+
+    /// The demonstrations, in order.
+    pub fn demonstrations(&self) -> &[Trajectory] {
+        &self.demos
+    }
+
+    /// The training samples built from them.
+    pub fn samples(&self) -> &[TrainSample] {
+        &self.samples
+    }
+
+    /// The run directory.
+    pub fn run_dir(&self) -> &std::path::Path {
+        self.run.root()
+    }
+
+    /// The mean log-probability of a trained token of the demonstrations under the current
+    /// policy (the expert's answers, scored as the RL update scores them), no gradient.
+    ///
+    /// # Errors
+    /// Tensor errors.
+    pub fn expert_logp(&self) -> Result<f64, TrainError> {
+        Ok(mean_logp(
+            &self.models.policy.sampler(),
+            &self.samples,
+            self.cfg.actor.micro_batch_size.max(1),
+            self.models.pad_id(),
+        )?)
+    }
+
+    /// Run every epoch; returns each epoch's metrics (epoch 0: before training, when
+    /// `trainer.val_before_train`). Reports the same events as `train`, epochs as iterations.
+    ///
+    /// # Errors
+    /// [`TrainError`] from the update, validation, checkpoint or a reporter.
+    pub fn train(&mut self, reporter: &mut dyn Reporter) -> Result<Vec<Metrics>, TrainError> {
+        let mut ev = Emitter::new(reporter);
+        ev.emit(TrainEvent::Started {
+            start_iteration: 1,
+            first_logged: u32::from(!self.cfg.trainer.val_before_train),
+            total: self.epochs,
+            resumed: false,
+            trainable_params: self.models.policy.num_trainable(),
+            batch: self.samples.len(),
+        });
+        ev.check()?;
+        let mut all = Vec::new();
+        if self.cfg.trainer.val_before_train {
+            let mut m = self.demo_metrics();
+            m.insert("sft/epoch".into(), 0.0);
+            m.insert("sft/expert_logp".into(), self.expert_logp()?);
+            self.validate(0, &mut m, &mut ev)?;
+            ev.emit(TrainEvent::Metrics {
+                iteration: 0,
+                metrics: &m,
+            });
+            ev.check()?;
+            all.push(m);
+        }
+        for epoch in 1..=self.epochs {
+            let t0 = Instant::now();
+            let mut m = self.epoch(epoch, &mut ev)?;
+            m.insert("sft/epoch".into(), f64::from(epoch));
+            m.insert("sft/expert_logp".into(), self.expert_logp()?);
+            self.validate(epoch, &mut m, &mut ev)?;
+            self.checkpoint(epoch, &mut ev)?;
+            m.insert("timing_s/step".into(), t0.elapsed().as_secs_f64());
+            ev.emit(TrainEvent::Metrics {
+                iteration: epoch,
+                metrics: &m,
+            });
+            ev.check()?;
+            all.push(m);
+        }
+        ev.emit(TrainEvent::Finished {
+            iteration: self.epochs,
+        });
+        ev.check()?;
+        Ok(all)
+    }
+
+    /// How many demonstrations there are and how many the expert solved.
+    fn demo_metrics(&self) -> Metrics {
+        let mut m = Metrics::new();
+        let n = self.demos.len().max(1) as f64;
+        let wins = self.demos.iter().filter(|t| t.success).count() as f64;
+        m.insert("sft/demonstrations".into(), self.demos.len() as f64);
+        m.insert("sft/demo_success".into(), wins / n);
+        m.insert("sft/samples".into(), self.samples.len() as f64);
+        m
+    }
+
+    /// One pass over the samples in a seeded order: `sft/loss` (mean over optimiser steps of
+    /// the mini-batch's token-mean NLL, before its step) and `sft/grad_norm`.
+    fn epoch(&mut self, epoch: u32, ev: &mut Emitter<'_>) -> Result<Metrics, TrainError> {
+        let order = shuffled(self.samples.len(), self.cfg.seed.sampler, epoch);
+        let micro = self.cfg.actor.micro_batch_size.max(1);
+        let steps: Vec<&[usize]> = order.chunks(self.batch_size).collect();
+        ev.phase(epoch, Phase::Update, steps.len());
+        let pad = self.models.pad_id();
+        let (mut loss_sum, mut norm_sum) = (0.0, 0.0);
+        for (done, mb) in steps.iter().enumerate() {
+            let policy = &self.models.policy;
+            let samples = &self.samples;
+            let mut loss = 0.0;
+            let passes: Vec<Pass<'_>> = mb.chunks(micro).map(|c| vec![c]).collect();
+            let norm = accumulate_and_step(
+                policy.params(),
+                &mut self.models.actor_opt,
+                self.lr,
+                self.cfg.actor.grad_clip,
+                &passes,
+                passes.len(),
+                |pass| {
+                    let mut out = Vec::with_capacity(pass.len());
+                    for mc in pass {
+                        let refs: Vec<&TrainSample> = mc.iter().map(|&i| &samples[i]).collect();
+                        let sc = pol::score(policy.model(), &token_batch(&refs, pad)?)?;
+                        let nll = masked_mean(&sc.logprobs, &sc.mask)?.neg()?;
+                        loss += f64::from(nll.to_scalar::<f32>()?) * mc.len() as f64;
+                        out.push(nll);
+                    }
+                    Ok(out)
+                },
+            )?;
+            loss_sum += loss / mb.len() as f64;
+            norm_sum += norm;
+            ev.emit(TrainEvent::Progress {
+                iteration: epoch,
+                phase: Phase::Update,
+                done: done + 1,
+            });
+        }
+        ev.check()?;
+        let n = steps.len().max(1) as f64;
+        let mut m = self.demo_metrics();
+        m.insert("sft/loss".into(), loss_sum / n);
+        m.insert("sft/grad_norm".into(), norm_sum / n);
+        m.insert("actor/lr".into(), self.lr);
+        Ok(m)
+    }
+
+    /// `train`'s validation protocol; its `val-env/*` metrics go into `m`.
+    fn validate(
+        &mut self,
+        it: u32,
+        m: &mut Metrics,
+        ev: &mut Emitter<'_>,
+    ) -> Result<(), TrainError> {
+        let t = Instant::now();
+        ev.phase(it, Phase::Validation, self.val_pool.len());
+        let mut generator = PolicyGenerator::new(
+            self.models.policy.sampler(),
+            self.models.policy.tokenizer(),
+            self.constraint.as_ref(),
+            self.prefix_sharing,
+        );
+        let r = evaluate(
+            &self.cfg,
+            &mut generator,
+            &mut self.val_pool,
+            validation_sampler_seed(self.cfg.seed.sampler, it),
+            &mut ev.progress(it, Phase::Validation),
+        )?;
+        ev.emit(TrainEvent::Trajectories {
+            iteration: it,
+            split: Split::Val,
+            trajectories: &r.trajectories,
+        });
+        ev.check()?;
+        m.extend(r.metrics);
+        m.insert("timing_s/testing".into(), t.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// The checkpoint `train --resume` continues from: iteration 0.
+    fn checkpoint(&mut self, epoch: u32, ev: &mut Emitter<'_>) -> Result<(), TrainError> {
+        let t = Instant::now();
+        ev.phase(epoch, Phase::Checkpoint, 1);
+        let state = TrainerState {
+            iteration: 0,
+            plugin_sha256: self.info.plugin_sha256.clone(),
+            env_id: self.info.env_id.clone(),
+        };
+        self.models.save(&self.run, &state)?;
+        ev.emit(TrainEvent::CheckpointSaved {
+            iteration: epoch,
+            path: &self.run.checkpoint_path(),
+            seconds: t.elapsed().as_secs_f64(),
+        });
+        Ok(ev.check()?)
+    }
+}
+
+/// The mean log-prob of a trained token of `samples` under `model`, in micro-batches of `micro`.
+fn mean_logp(
+    model: &pol::LlamaModel,
+    samples: &[TrainSample],
+    micro: usize,
+    pad: u32,
+) -> pol::Result<f64> {
+    let (mut sum, mut n) = (0.0f64, 0.0f64);
+    for chunk in samples.chunks(micro) {
+        let refs: Vec<&TrainSample> = chunk.iter().collect();
+        let sc = pol::score(model, &token_batch(&refs, pad)?)?;
+        sum += f64::from((&sc.logprobs * &sc.mask)?.sum_all()?.to_scalar::<f32>()?);
+        n += f64::from(sc.mask.sum_all()?.to_scalar::<f32>()?);
+    }
+    Ok(if n > 0.0 { sum / n } else { 0.0 })
+}
+
+/// `0..n` in the order of epoch `epoch` (Fisher-Yates over splitmix64 seeded by `seed` and the
+/// epoch).
+fn shuffled(n: usize, seed: u64, epoch: u32) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut state = seed ^ (u64::from(epoch) << 32) ^ 0x5f7_0000;
+    for i in (1..n).rev() {
+        let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// `n` expert episodes on the seeds `seed.train + i`, in batches that fit the run's live-instance
+/// budget (a pool and its shadows).
+fn collect(
+    cfg: &Config,
+    make_env: &EnvFactory,
+    models: &Models,
+    constrained: bool,
+    p: &RolloutParams,
+    n: usize,
+) -> Result<Vec<Trajectory>, TrainError> {
+    let chunk = ((cfg.train_batch_size() + Config::REPLACEMENT_SLACK) / 2).clamp(1, n.max(1));
+    let joiner = answer_joiner(&cfg.agent_proxy.action_sep, constrained);
+    let tok = crate::policy_adapter::PolicyTokenizer(models.policy.tokenizer());
+    let mut pool = EnvPool::from_factory(make_env, chunk)?;
+    let mut shadows = EnvPool::from_factory(make_env, chunk)?;
+    let mut demos = Vec::with_capacity(n);
+    for start in (0..n).step_by(chunk) {
+        let seeds: Vec<(usize, u64)> = (start..n.min(start + chunk))
+            .map(|i| (i, cfg.seed.train + i as u64))
+            .collect();
+        let trajs = expert_rollout(&mut pool, &mut shadows, &seeds, &tok, &joiner, p)
+            .map_err(|e| TrainError::Demonstrations(Box::new(e)))?;
+        demos.extend(trajs);
+    }
+    Ok(demos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shuffled;
+
+    #[test]
+    fn each_epoch_is_a_seeded_permutation() {
+        let a = shuffled(50, 7, 1);
+        let mut sorted = a.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..50).collect::<Vec<_>>());
+        assert_eq!(a, shuffled(50, 7, 1));
+        assert_ne!(a, shuffled(50, 7, 2));
+        assert_ne!(a, shuffled(50, 8, 1));
+    }
+}
