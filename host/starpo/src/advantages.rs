@@ -286,10 +286,12 @@ pub struct ScoringPasses {
 impl ScoringPasses {
     /// The passes of iteration `iteration` (1-based) over `samples` kept samples.
     pub fn for_update(cfg: &crate::config::Config, samples: usize, iteration: u32) -> Self {
-        let one_step = cfg.actor.ppo_epochs == 1 && samples <= cfg.actor.ppo_mini_batch_size;
-        let reuse = cfg.trainer.scoring_from_update && one_step && !cfg.algorithm.use_kl_in_reward;
+        use crate::schedule::{actor_updates_at, is_one_step};
+        let reuse = cfg.trainer.scoring_from_update
+            && is_one_step(cfg, samples)
+            && !cfg.algorithm.use_kl_in_reward;
         Self {
-            old_logp: !(reuse && crate::update::actor_updates_at(cfg, iteration)),
+            old_logp: !(reuse && actor_updates_at(cfg, iteration)),
             values: !reuse,
         }
     }
