@@ -2,11 +2,11 @@
 
 use candle_core::{D, DType, Tensor};
 
+use crate::Result;
 use crate::constrain::TokenKind;
 use crate::model::{AttentionMask, LlamaModel};
 use crate::shared_prefix::{NO_NODE, PrefixTree};
 use crate::token_batch::TokenBatch;
-use crate::Result;
 
 /// Per-token scores of a [`TokenBatch`]; column t refers to token t+1 (predicted at position t).
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@
 
 mod steps;
 
-use crate::advantages::{Estimates, old_logp_metrics};
+use crate::advantages::{Estimates, Source, old_logp_metrics};
 use crate::batch::TrainSample;
 use crate::config::{Config, WarmupStyle};
 use crate::metrics::Metrics;
@@ -161,9 +161,9 @@ impl LearningRates {
 /// done.
 ///
 /// Estimates that [`crate::advantages::estimate`] left to the update
-/// ([`crate::advantages::ScoringPasses`]) come from its own forwards, which needs the update to be
-/// one optimiser step: empty `old_logp` are the actor's forward detached, empty `values` the
-/// critic's (and then the GAE advantages and returns follow from them before the actor's step);
+/// ([`Source::FromUpdate`]) come from its own forwards, which needs the update to be one
+/// optimiser step: `old_logp` are the actor's forward detached, `values` the critic's (and then
+/// the GAE advantages and returns follow from them before the actor's step);
 /// the metrics that the scoring pass would have added ([`old_logp_metrics`], the stats of
 /// [`crate::advantages::advantages`]) are added here. Returns the estimates the update used, so
 /// completed.
@@ -187,8 +187,9 @@ pub fn update(
         mut critic,
     } = models;
     let mut est = est.clone();
-    let old_from_forward = update_actor && est.old_logp.is_empty();
-    let from_forward = old_from_forward || (critic.is_some() && est.values.is_empty());
+    let old_from_forward = update_actor && est.sources.old_logp == Source::FromUpdate;
+    let from_forward =
+        old_from_forward || (critic.is_some() && est.sources.values == Source::FromUpdate);
     check_one_step(cfg, samples.len(), from_forward)?;
     let batch = UpdateBatch {
         cfg,
@@ -209,7 +210,7 @@ pub fn update(
                 means.add("critic/grad_norm", norm);
                 t_critic += t.elapsed().as_secs_f64();
             }
-            if est.advantages.is_empty() {
+            if est.sources.advantages == Source::FromUpdate {
                 // GAE on the values of the critic's forward.
                 est.estimate_advantages(&cfg.algorithm, samples, m);
             }
