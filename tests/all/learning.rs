@@ -10,7 +10,7 @@
 
 use ragen_gym_core::{Env, EnvCallError, EnvSpec, ResetResult, StepResult};
 use ragen_gym_policy as pol;
-use ragen_gym_starpo::advantages::{Estimates, Scorers, ScoringPasses, estimate};
+use ragen_gym_starpo::advantages::{Estimates, Scorers, ScoringPasses, Source, Sources, estimate};
 use ragen_gym_starpo::batch::TrainSample;
 use ragen_gym_starpo::batch::tensors::{rows_of, token_batch};
 use ragen_gym_starpo::update::{UpdateModels, update};
@@ -340,6 +340,11 @@ fn one_update(trainable: pol::Trainable, adv: f32) -> (f64, f64) {
     .unwrap();
     let advantages = vec![s.loss_mask.iter().map(|m| m * adv).collect::<Vec<f32>>()];
     let est = Estimates {
+        sources: Sources {
+            ref_logp: Source::Absent,
+            values: Source::Absent,
+            ..Sources::default()
+        },
         old_logp,
         ref_logp: vec![],
         values: vec![],

@@ -5,7 +5,7 @@
 //! timing.
 
 use ragen_gym_policy as pol;
-use ragen_gym_starpo::advantages::{Estimates, Scorers, ScoringPasses, estimate};
+use ragen_gym_starpo::advantages::{Estimates, Scorers, ScoringPasses, Source, Sources, estimate};
 use ragen_gym_starpo::batch::TrainSample;
 use ragen_gym_starpo::update::{UpdateModels, update};
 use ragen_gym_starpo::{Config, ConfigBuilder, Metrics};
@@ -110,6 +110,24 @@ pub(crate) fn one_update(
     };
     let mut m = Metrics::new();
     let est = estimate(cfg, &scorers, samples, passes, &mut m, &mut |_| {}).unwrap();
+    // What the passes left out is marked as left to the update, and is empty until then.
+    let left = |scored: bool| {
+        if scored {
+            Source::Scored
+        } else {
+            Source::FromUpdate
+        }
+    };
+    assert_eq!(est.sources.old_logp, left(passes.old_logp));
+    assert_eq!(est.old_logp.is_empty(), !passes.old_logp);
+    if critic.is_some() {
+        assert_eq!(est.sources.values, left(passes.values));
+        assert_eq!(est.sources.advantages, left(passes.values));
+    } else {
+        assert_eq!(est.sources.values, Source::Absent);
+        assert_eq!(est.sources.advantages, Source::Scored);
+    }
+    assert_eq!(est.sources.ref_logp, Source::Absent);
     let models = UpdateModels {
         policy: &policy,
         actor_opt: &mut actor_opt,
@@ -204,6 +222,19 @@ fn old_logp_and_values_from_the_update_forward_equal_the_scoring_passes() {
         );
         assert!(max_abs_diff(&e1.returns, &e2.returns) <= 1e-6, "{what}");
         assert_eq!(e1.values.is_empty(), estimator == "grpo");
+        // The update completes what was left to it.
+        let values = if estimator == "grpo" {
+            Source::Absent
+        } else {
+            Source::Scored
+        };
+        let complete = Sources {
+            old_logp: Source::Scored,
+            ref_logp: Source::Absent,
+            values,
+            advantages: Source::Scored,
+        };
+        assert_eq!((e1.sources, e2.sources), (complete, complete), "{what}");
         same_metrics(&m1, &m2, 1e-6, &what);
         assert!(m1["actor/grad_norm"] > 0.0, "{what}: {m1:?}");
         // Each parameter moved by the same amount: the same gradients.

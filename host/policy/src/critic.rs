@@ -11,7 +11,8 @@ use crate::hf_dir::write_hf_dir;
 use crate::loader::LoadedModel;
 use crate::model::LlamaModel;
 use crate::policy::{NamedParam, Trainable, build_trainable};
-use crate::scoring::{HiddenRows, TokenBatch};
+use crate::scoring::HiddenRows;
+use crate::token_batch::TokenBatch;
 use crate::tokenizer::Tokenizer;
 use crate::{PolicyError, Result};
 

@@ -33,6 +33,7 @@ pub mod prefix_cache;
 pub mod sampling;
 pub mod scoring;
 pub mod shared_prefix;
+pub mod token_batch;
 pub mod tokenizer;
 
 #[cfg(test)]
@@ -61,6 +62,7 @@ pub use prefix_cache::{PrefixCache, PrefixCacheStats};
 pub use sampling::{
     FinishReason, Sample, SamplingParams, sample, sample_cached, sample_constrained,
 };
-pub use scoring::{Scores, TokenBatch, hidden_states, score};
+pub use scoring::{Scores, hidden_states, score};
 pub use shared_prefix::distinct_prefix_tokens;
+pub use token_batch::TokenBatch;
 pub use tokenizer::{Message, Role, Tokenizer};

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::scoring::TokenBatch;
+use crate::token_batch::TokenBatch;
 
 /// Additive mask value of a key a query may not read (as in `model/mask.rs`).
 const MASK_VALUE: f32 = -1e9;

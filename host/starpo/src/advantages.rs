@@ -110,9 +110,39 @@ pub fn kl_estimate(logp: f32, ref_logp: f32, kind: KlType) -> f32 {
     }
 }
 
-/// The per-sample arrays of one update, each as long as its sample's `loss_mask`.
+/// Where one of an update's estimates comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Source {
+    /// Computed before the update: one row per sample.
+    #[default]
+    Scored,
+    /// Left to the update, which computes it from its own forward (the old log-probs and values
+    /// of an update that is one optimiser step, `trainer.scoring_from_update`) or, for GAE's
+    /// advantages and returns, from those values; empty until the update fills it.
+    FromUpdate,
+    /// Not part of this run (no reference policy, no critic): stays empty.
+    Absent,
+}
+
+/// Where each estimate of [`Estimates`] comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sources {
+    /// The actor's old log-probs.
+    pub old_logp: Source,
+    /// The reference policy's log-probs.
+    pub ref_logp: Source,
+    /// The critic's values.
+    pub values: Source,
+    /// The advantages and returns.
+    pub advantages: Source,
+}
+
+/// The per-sample arrays of one update, each as long as its sample's `loss_mask`, and where
+/// each comes from ([`Sources`]; an empty array means only what its source says).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Estimates {
+    /// Where each array comes from.
+    pub sources: Sources,
     /// Log-probs of the actor before the update (verl `old_log_probs`).
     pub old_logp: Vec<Vec<f32>>,
     /// Log-probs of the reference policy (empty without one).
@@ -286,10 +316,12 @@ pub struct ScoringPasses {
 impl ScoringPasses {
     /// The passes of iteration `iteration` (1-based) over `samples` kept samples.
     pub fn for_update(cfg: &crate::config::Config, samples: usize, iteration: u32) -> Self {
-        let one_step = cfg.actor.ppo_epochs == 1 && samples <= cfg.actor.ppo_mini_batch_size;
-        let reuse = cfg.trainer.scoring_from_update && one_step && !cfg.algorithm.use_kl_in_reward;
+        use crate::schedule::{actor_updates_at, is_one_step};
+        let reuse = cfg.trainer.scoring_from_update
+            && is_one_step(cfg, samples)
+            && !cfg.algorithm.use_kl_in_reward;
         Self {
-            old_logp: !(reuse && crate::update::actor_updates_at(cfg, iteration)),
+            old_logp: !(reuse && actor_updates_at(cfg, iteration)),
             values: !reuse,
         }
     }
@@ -363,13 +395,24 @@ pub fn estimate(
             masked_mean_rows(&ref_logp, samples),
         );
     }
+    let from = |scored: bool, exists: bool| match (exists, scored) {
+        (false, _) => Source::Absent,
+        (true, true) => Source::Scored,
+        (true, false) => Source::FromUpdate,
+    };
     let mut est = Estimates {
+        sources: Sources {
+            old_logp: from(passes.old_logp, true),
+            ref_logp: from(true, scorers.reference.is_some()),
+            values: from(passes.values, scorers.critic.is_some()),
+            advantages: Source::FromUpdate,
+        },
         old_logp,
         ref_logp,
         values,
         ..Estimates::default()
     };
-    if scorers.critic.is_none() || passes.values {
+    if est.sources.values != Source::FromUpdate {
         est.estimate_advantages(&cfg.algorithm, samples, m);
     }
     Ok(est)
@@ -396,6 +439,7 @@ impl Estimates {
         );
         self.advantages = adv;
         self.returns = returns;
+        self.sources.advantages = Source::Scored;
         m.insert("timing_s/adv".into(), t.elapsed().as_secs_f64());
     }
 }

@@ -45,6 +45,7 @@ pub mod pyfloat;
 pub mod rewards;
 pub mod rollout;
 pub mod run_dir;
+pub mod schedule;
 pub mod seeds;
 #[cfg(feature = "trainer")]
 pub mod sft;

@@ -6,11 +6,12 @@
 
 mod steps;
 
-use crate::advantages::{Estimates, old_logp_metrics};
+use crate::advantages::{Estimates, Source, old_logp_metrics};
 use crate::batch::TrainSample;
 use crate::config::{Config, WarmupStyle};
 use crate::metrics::Metrics;
 use crate::passes::Pass;
+use crate::schedule::{actor_updates_at, is_one_step};
 use ragen_gym_policy::{self as pol, Tensor};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -160,9 +161,9 @@ impl LearningRates {
 /// done.
 ///
 /// Estimates that [`crate::advantages::estimate`] left to the update
-/// ([`crate::advantages::ScoringPasses`]) come from its own forwards, which needs the update to be
-/// one optimiser step: empty `old_logp` are the actor's forward detached, empty `values` the
-/// critic's (and then the GAE advantages and returns follow from them before the actor's step);
+/// ([`Source::FromUpdate`]) come from its own forwards, which needs the update to be one
+/// optimiser step: `old_logp` are the actor's forward detached, `values` the critic's (and then
+/// the GAE advantages and returns follow from them before the actor's step);
 /// the metrics that the scoring pass would have added ([`old_logp_metrics`], the stats of
 /// [`crate::advantages::advantages`]) are added here. Returns the estimates the update used, so
 /// completed.
@@ -186,8 +187,9 @@ pub fn update(
         mut critic,
     } = models;
     let mut est = est.clone();
-    let old_from_forward = update_actor && est.old_logp.is_empty();
-    let from_forward = old_from_forward || (critic.is_some() && est.values.is_empty());
+    let old_from_forward = update_actor && est.sources.old_logp == Source::FromUpdate;
+    let from_forward =
+        old_from_forward || (critic.is_some() && est.sources.values == Source::FromUpdate);
     check_one_step(cfg, samples.len(), from_forward)?;
     let batch = UpdateBatch {
         cfg,
@@ -208,7 +210,7 @@ pub fn update(
                 means.add("critic/grad_norm", norm);
                 t_critic += t.elapsed().as_secs_f64();
             }
-            if est.advantages.is_empty() {
+            if est.sources.advantages == Source::FromUpdate {
                 // GAE on the values of the critic's forward.
                 est.estimate_advantages(&cfg.algorithm, samples, m);
             }
@@ -248,8 +250,7 @@ pub fn update(
 /// Estimates left to the update's forward (`from_forward`) need the update to be one optimiser
 /// step: one epoch, one mini-batch (`docs/ragen-semantics.md` §9).
 fn check_one_step(cfg: &Config, samples: usize, from_forward: bool) -> pol::Result<()> {
-    let one_step = cfg.actor.ppo_epochs == 1 && samples <= cfg.actor.ppo_mini_batch_size;
-    if from_forward && !one_step {
+    if from_forward && !is_one_step(cfg, samples) {
         return Err(pol::PolicyError::InvalidArgument {
             name: "estimates",
             reason: "old log-probs and values come from the update's forward only when it is one \
@@ -284,12 +285,6 @@ fn kl_diagnostic(
     m.insert("actor/kl_after_update".into(), kl);
     m.insert("timing_s/kl_after_update".into(), t.elapsed().as_secs_f64());
     Ok(())
-}
-
-/// Whether iteration `iteration` (1-based) updates the actor: from `trainer.critic_warmup` on
-/// (RAGEN `ragen/trainer/agent_trainer.py::fit`: `critic_warmup <= global_steps`).
-pub fn actor_updates_at(cfg: &Config, iteration: u32) -> bool {
-    cfg.trainer.critic_warmup <= iteration
 }
 
 /// Actor micro-batches of one update (the units of the update phase's progress).
@@ -357,19 +352,6 @@ mod tests {
         means.into_metrics(&mut m);
         assert_eq!(m["actor/pg_loss"], -1.0);
         assert_eq!(m["actor/ppo_kl"], 0.0);
-    }
-
-    #[test]
-    fn the_actor_starts_at_iteration_critic_warmup() {
-        // RAGEN agent_trainer.py::fit: `critic_warmup <= global_steps`, global_steps from 1.
-        let mut cfg = Config::default_config();
-        cfg.trainer.critic_warmup = 3;
-        let from: Vec<u32> = (1..=5).filter(|&i| actor_updates_at(&cfg, i)).collect();
-        assert_eq!(from, vec![3, 4, 5]);
-        cfg.trainer.critic_warmup = 0;
-        assert!(actor_updates_at(&cfg, 1));
-        cfg.trainer.critic_warmup = 1;
-        assert!(actor_updates_at(&cfg, 1));
     }
 
     #[test]

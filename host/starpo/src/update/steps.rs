@@ -4,7 +4,7 @@
 //! ([`crate::advantages::ScoringPasses`]), and the `actor/kl_after_update` diagnostic.
 
 use super::{Means, accumulate_and_step};
-use crate::advantages::{Estimates, gae, kl_estimate};
+use crate::advantages::{Estimates, Source, gae, kl_estimate};
 use crate::batch::TrainSample;
 use crate::batch::tensors::{pad_rows, rows_of, token_batch};
 use crate::config::{Config, KlType};
@@ -135,7 +135,7 @@ impl UpdateBatch<'_> {
 
     /// One critic step on mini-batch `mb` (verl `dp_critic.py::update_critic`): the clipped
     /// value loss per micro-batch; `critic/vf_loss`, `vf_clipfrac` and `vpred_mean` go into
-    /// `means`. Empty `est.values` are filled from this step's forward, detached, with each
+    /// `means`. `est.values` left to the update ([`Source::FromUpdate`]) are filled from this step's forward, detached, with each
     /// sample's GAE returns on them. Returns the gradient norm.
     pub(super) fn critic_step(
         &self,
@@ -147,7 +147,7 @@ impl UpdateBatch<'_> {
         means: &mut Means,
     ) -> pol::Result<f64> {
         let cfg = self.cfg;
-        let from_forward = est.values.is_empty();
+        let from_forward = est.sources.values == Source::FromUpdate;
         let (gamma, lam) = (cfg.algorithm.gamma as f32, cfg.algorithm.lam as f32);
         let mut fresh = Vec::new();
         let old: &Estimates = est;
@@ -194,12 +194,13 @@ impl UpdateBatch<'_> {
         )?;
         if from_forward {
             est.values = fresh;
+            est.sources.values = Source::Scored;
         }
         Ok(norm)
     }
 
     /// One actor step on mini-batch `mb` (verl `dp_actor.py::update_policy`): [`actor_loss`]
-    /// per micro-batch, each reported to `on_micro` when done. Empty `est.old_logp` are filled
+    /// per micro-batch, each reported to `on_micro` when done. `est.old_logp` left to the update are filled
     /// from this step's forward, detached (PPO's ratio is then exactly 1). Returns the gradient
     /// norm.
     #[expect(
@@ -217,7 +218,7 @@ impl UpdateBatch<'_> {
         on_micro: &mut dyn FnMut(),
     ) -> pol::Result<f64> {
         let cfg = self.cfg;
-        let from_forward = est.old_logp.is_empty();
+        let from_forward = est.sources.old_logp == Source::FromUpdate;
         let mut fresh = Vec::new();
         let old: &Estimates = est;
         let (passes, accum) = self.passes(mb);
@@ -243,7 +244,7 @@ impl UpdateBatch<'_> {
                     } else {
                         b.rows(&old.old_logp, mc)?
                     };
-                    let refs = if old.ref_logp.is_empty() {
+                    let refs = if old.sources.ref_logp == Source::Absent {
                         None
                     } else {
                         Some(b.rows(&old.ref_logp, mc)?)
@@ -264,6 +265,7 @@ impl UpdateBatch<'_> {
         )?;
         if from_forward {
             est.old_logp = fresh;
+            est.sources.old_logp = Source::Scored;
         }
         Ok(norm)
     }
