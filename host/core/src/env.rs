@@ -1,7 +1,7 @@
 //! The host's view of one environment instance: [`Env`], its counters [`EnvStats`], its error
 //! [`EnvCallError`], and [`NativeEnv`] for env logic linked into the host.
 
-use crate::failure::PluginFailure;
+use crate::failure::{EpisodeFailure, PluginFailure, PluginFailureKind};
 use ragen_gym_sdk::{
     Advice, EnvError, EnvSpec, Environment, ExpertInfo, Package, ResetResult, StepResult, adapter,
 };
@@ -31,6 +31,19 @@ pub enum EnvCallError {
         /// Why, e.g. which interface version it was built against.
         reason: String,
     },
+}
+
+impl EpisodeFailure {
+    /// The class of a failed env call: a passed deadline is a timeout, anything else a trap.
+    pub fn of(error: &EnvCallError) -> Self {
+        match error {
+            EnvCallError::Plugin(PluginFailure {
+                kind: PluginFailureKind::Deadline,
+                ..
+            }) => Self::Timeout,
+            _ => Self::Trap,
+        }
+    }
 }
 
 /// Counters of one env instance, for `sandbox/*` metrics. Native envs report zeros.
@@ -169,8 +182,32 @@ impl<E: Environment + Package + Send> Env for NativeEnv<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::failure::PluginFailureKind;
     use std::error::Error as _;
+
+    #[test]
+    fn a_passed_deadline_is_a_timeout_and_every_other_failure_a_trap() {
+        let plugin = |kind| {
+            EnvCallError::from(PluginFailure {
+                kind,
+                plugin_id: "t/T-v0".into(),
+                version: "0.1.0".into(),
+                message: String::new(),
+            })
+        };
+        for kind in PluginFailureKind::ALL {
+            let want = if kind == PluginFailureKind::Deadline {
+                EpisodeFailure::Timeout
+            } else {
+                EpisodeFailure::Trap
+            };
+            assert_eq!(EpisodeFailure::of(&plugin(kind)), want, "{kind:?}");
+        }
+        let env = EnvCallError::Env {
+            env_id: "t/T-v0".into(),
+            error: EnvError::Other("x".into()),
+        };
+        assert_eq!(EpisodeFailure::of(&env), EpisodeFailure::Trap);
+    }
 
     #[test]
     fn messages_do_not_repeat_their_source() {

@@ -101,19 +101,6 @@ pub enum EpisodeFailure {
     Trap,
 }
 
-impl EpisodeFailure {
-    /// The class of a failed env call.
-    pub fn of(error: &crate::EnvCallError) -> Self {
-        match error {
-            crate::EnvCallError::Plugin(PluginFailure {
-                kind: PluginFailureKind::Deadline,
-                ..
-            }) => Self::Timeout,
-            _ => Self::Trap,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
