@@ -12,15 +12,14 @@ use crate::advantages::{ScoringPasses, estimate};
 use crate::batch::TrainSample;
 use crate::config::Config;
 use crate::error::TrainError;
-use crate::events::{Emitter as Events, Phase, Reporter, Split, TrainEvent};
+use crate::events::{Emitter as Events, Phase, Reporter, TrainEvent};
 use crate::metrics::Metrics;
 use crate::models::Models;
-use crate::policy_adapter::{PolicyGenerator, PrefixSharing};
+use crate::policy_adapter::PrefixSharing;
 use crate::rollout::{EnvFactory, EnvPool};
 use crate::run_dir::{RunDir, RunInfo, TrainerState};
-use crate::seeds::validation_sampler_seed;
 use crate::update::{actor_micro_batches, update};
-use crate::validation::evaluate;
+use crate::validation::{ValidationRun, validate_run};
 use ragen_gym_core::RewardFunction;
 use ragen_gym_policy as pol;
 use std::path::{Path, PathBuf};
@@ -239,37 +238,21 @@ impl Trainer {
         Ok(m)
     }
 
-    /// The validation protocol; its `val-env/*` metrics and `timing_s/testing` go into `m`.
+    /// The validation of iteration `it` ([`validate_run`]).
     fn run_validation(
         &mut self,
         it: u32,
         m: &mut Metrics,
         ev: &mut Events<'_>,
     ) -> Result<(), TrainError> {
-        let t = Instant::now();
-        ev.phase(it, Phase::Validation, self.val_pool.len());
-        let mut generator = PolicyGenerator::new(
-            self.models.policy.sampler(),
-            self.models.policy.tokenizer(),
-            self.constraint.as_ref(),
-            self.prefix_sharing,
-        );
-        let r = evaluate(
-            &self.cfg,
-            &mut generator,
-            &mut self.val_pool,
-            validation_sampler_seed(self.cfg.seed.sampler, it),
-            &mut ev.progress(it, Phase::Validation),
-        )?;
-        ev.emit(TrainEvent::Trajectories {
-            iteration: it,
-            split: Split::Val,
-            trajectories: &r.trajectories,
-        });
-        ev.check()?;
-        m.extend(r.metrics);
-        m.insert("timing_s/testing".into(), t.elapsed().as_secs_f64());
-        Ok(())
+        let run = ValidationRun {
+            cfg: &self.cfg,
+            models: &self.models,
+            constraint: self.constraint.as_ref(),
+            prefix_sharing: self.prefix_sharing,
+            pool: &mut self.val_pool,
+        };
+        validate_run(run, it, m, ev)
     }
 
     /// Save the checkpoint of iteration `it` (its write time goes with `CheckpointSaved`).

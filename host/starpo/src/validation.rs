@@ -4,11 +4,16 @@
 
 use crate::batch::build_sample;
 use crate::config::Config;
+use crate::error::TrainError;
+use crate::events::{Emitter, Phase, Split, TrainEvent};
 use crate::metrics::{Metrics, rollout_metrics};
-use crate::policy_adapter::PolicyGenerator;
+use crate::models::Models;
+use crate::policy_adapter::{PolicyGenerator, PrefixSharing};
 use crate::rollout::{EnvPool, Generator, RolloutError, RolloutParams, rollout};
 use crate::seeds::group_seeds;
+use crate::seeds::validation_sampler_seed;
 use ragen_gym_core::Trajectory;
+use std::time::Instant;
 
 /// Result of the validation protocol.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,4 +80,51 @@ pub fn evaluate(
     r.metrics
         .insert("val-env/response_length".into(), crate::stats::mean(&lens));
     Ok(r)
+}
+
+/// One validation of a run (`train`'s and `sft`'s): the protocol of [`evaluate`] with the
+/// policy's current weights, its trajectories emitted as `Val`, and its `val-env/*` metrics and
+/// `timing_s/testing` added to `m`.
+///
+/// # Errors
+/// A rollout's error, or a reporter's.
+pub(crate) fn validate_run(
+    run: ValidationRun<'_>,
+    it: u32,
+    m: &mut Metrics,
+    ev: &mut Emitter<'_>,
+) -> Result<(), TrainError> {
+    let t = Instant::now();
+    ev.phase(it, Phase::Validation, run.pool.len());
+    let mut generator = PolicyGenerator::new(
+        run.models.policy.sampler(),
+        run.models.policy.tokenizer(),
+        run.constraint,
+        run.prefix_sharing,
+    );
+    let r = evaluate(
+        run.cfg,
+        &mut generator,
+        run.pool,
+        validation_sampler_seed(run.cfg.seed.sampler, it),
+        &mut ev.progress(it, Phase::Validation),
+    )?;
+    ev.emit(TrainEvent::Trajectories {
+        iteration: it,
+        split: Split::Val,
+        trajectories: &r.trajectories,
+    });
+    ev.check()?;
+    m.extend(r.metrics);
+    m.insert("timing_s/testing".into(), t.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// What [`validate_run`] validates with.
+pub(crate) struct ValidationRun<'a> {
+    pub cfg: &'a Config,
+    pub models: &'a Models,
+    pub constraint: Option<&'a ragen_gym_policy::Constraint>,
+    pub prefix_sharing: PrefixSharing,
+    pub pool: &'a mut EnvPool,
 }
