@@ -141,6 +141,21 @@ impl WasmEnv {
         }
     }
 
+    /// Make a fresh instance if the last one was discarded (or none was made yet).
+    fn ensure_live(&mut self) -> Result<(), EnvCallError> {
+        if self.live.is_none() {
+            let live = instantiate(
+                &self.plugin,
+                &self.config,
+                &self.grants,
+                &self.http_denied,
+                &mut self.stats,
+            )?;
+            self.live = Some(live);
+        }
+        Ok(())
+    }
+
     fn env_error(&self, error: EnvError) -> EnvCallError {
         EnvCallError::Env {
             env_id: self.spec.id.clone(),
@@ -263,16 +278,7 @@ impl Env for WasmEnv {
     /// Start an episode. Makes a fresh instance first if the last one was discarded; reseeds
     /// the guest's randomness and rewinds its clocks from `seed`.
     fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvCallError> {
-        if self.live.is_none() {
-            let live = instantiate(
-                &self.plugin,
-                &self.config,
-                &self.grants,
-                &self.http_denied,
-                &mut self.stats,
-            )?;
-            self.live = Some(live);
-        }
+        self.ensure_live()?;
         if let Some(live) = self.live.as_mut() {
             live.store.data_mut().reseed(seed);
         }
@@ -307,16 +313,7 @@ impl Env for WasmEnv {
         if let Some(info) = self.plugin.cached_expert(&self.config) {
             return Ok(info);
         }
-        if self.live.is_none() {
-            let live = instantiate(
-                &self.plugin,
-                &self.config,
-                &self.grants,
-                &self.http_denied,
-                &mut self.stats,
-            )?;
-            self.live = Some(live);
-        }
+        self.ensure_live()?;
         if !self.plugin.has_expert_export() {
             self.plugin.cache_expert(&self.config, &None);
             return Ok(None);
