@@ -16,6 +16,7 @@ mod prefix_sharing;
 mod python_plugin;
 mod registry;
 mod replay;
+mod sandbox_copy;
 mod sandbox_hostile;
 mod scoring_from_update;
 mod servers;

@@ -193,6 +193,7 @@ fn train_one_iteration_then_resume_with_the_default_model() {
         "plugin_errors",
         "http_denied",
         "log_dropped",
+        "log_clipped",
     ] {
         assert_eq!(lines[0][format!("sandbox/{key}")], 0.0, "{key}");
     }

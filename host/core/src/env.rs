@@ -59,6 +59,8 @@ pub struct EnvStats {
     pub http_denied: u64,
     /// Log lines dropped by the per-call cap.
     pub log_dropped: u64,
+    /// Log lines cut to the line cap (their tails were never copied out of the guest).
+    pub log_clipped: u64,
 }
 
 impl EnvStats {
@@ -69,6 +71,7 @@ impl EnvStats {
         self.plugin_errors += other.plugin_errors;
         self.http_denied += other.http_denied;
         self.log_dropped += other.log_dropped;
+        self.log_clipped += other.log_clipped;
     }
 
     /// What the counters grew by since `earlier`, a reading of the same instances (counters
@@ -80,6 +83,7 @@ impl EnvStats {
             plugin_errors: self.plugin_errors.saturating_sub(earlier.plugin_errors),
             http_denied: self.http_denied.saturating_sub(earlier.http_denied),
             log_dropped: self.log_dropped.saturating_sub(earlier.log_dropped),
+            log_clipped: self.log_clipped.saturating_sub(earlier.log_clipped),
         }
     }
 }
@@ -242,6 +246,7 @@ mod tests {
             plugin_errors: 1,
             http_denied: 0,
             log_dropped: 5,
+            log_clipped: 2,
         };
         let mut after = before.clone();
         after.add(&EnvStats {
@@ -250,6 +255,7 @@ mod tests {
             plugin_errors: 1,
             http_denied: 3,
             log_dropped: 0,
+            log_clipped: 4,
         });
         assert_eq!(
             after.since(&before),
@@ -259,6 +265,7 @@ mod tests {
                 plugin_errors: 1,
                 http_denied: 3,
                 log_dropped: 0,
+                log_clipped: 4,
             }
         );
         assert_eq!(before.since(&after), EnvStats::default());

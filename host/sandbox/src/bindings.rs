@@ -1,16 +1,18 @@
 //! Host bindings for the plugin contract in `wit/`, from ONE `bindgen!`: a host-side world that
 //! includes both plugin worlds (`env-plugin` and `reward-plugin`), so every interface (`types`,
-//! `log`, `http`, `environment`, `expert`, `reward-function`) is generated once, one `log::Host` impl and
-//! one linker serve both plugin kinds, and each kind's exports are looked up with the generated
-//! per-interface `GuestIndices`. (Zed's extension host shares interfaces between its per-version
-//! worlds with `with:`, `crates/extension_host/src/wasm_host/wit/since_v0_1_0.rs`; one world that
-//! includes both of ours needs no remapping.)
+//! `log`, `http`, `environment`, `expert`, `reward-function`) is generated once and each kind's
+//! exports are checked at load with the generated per-interface `GuestIndices`. (Zed's extension
+//! host shares interfaces between its per-version worlds with `with:`,
+//! `crates/extension_host/src/wasm_host/wit/since_v0_1_0.rs`; one world that includes both of
+//! ours needs no remapping.)
 //!
-//! The generated records are converted to and from the SDK's types (`ragen_gym_sdk::types`, the
-//! ones plugin authors use) by the `From` impls below, the only field-by-field copies in the
-//! host. wasmtime 48's `with:` remaps whole interfaces, packages and resources, not single
-//! records, and the SDK's types cannot derive wasmtime's `ComponentType` without making every
-//! plugin depend on wasmtime, so the conversion stays here.
+//! What the host lifts out of a plugin is typed by `crate::lifted` (each field's cap checked
+//! before the copy) and the imports are defined by `crate::imports`; the generated records
+//! serve what the host hands in (a trajectory to score, an HTTP response), converted from the
+//! SDK's types (`ragen_gym_sdk::types`, the ones plugin authors use) by the `From` impls below.
+//! wasmtime 48's `with:` remaps whole interfaces, packages and resources, not single records,
+//! and the SDK's types cannot derive wasmtime's `ComponentType` without making every plugin
+//! depend on wasmtime, so the conversion stays here.
 
 use crate::http::{HttpError, HttpRequest, HttpResponse};
 use ragen_gym_sdk::types as sdk;
@@ -32,101 +34,13 @@ pub(crate) use exports::ragen::gym::expert as expert_export;
 pub(crate) use exports::ragen::gym::reward_function as reward_export;
 pub(crate) use ragen::gym::http as wit_http;
 pub(crate) use ragen::gym::log as wit_log;
-use ragen::gym::types as wit;
-
-impl From<wit::Metric> for sdk::Metric {
-    fn from(m: wit::Metric) -> Self {
-        Self {
-            name: m.name,
-            value: m.value,
-        }
-    }
-}
+pub(crate) use ragen::gym::types as wit;
 
 impl From<&sdk::Metric> for wit::Metric {
     fn from(m: &sdk::Metric) -> Self {
         Self {
             name: m.name.clone(),
             value: m.value,
-        }
-    }
-}
-
-impl From<wit::Symbol> for sdk::Symbol {
-    fn from(s: wit::Symbol) -> Self {
-        Self {
-            symbol: s.symbol,
-            meaning: s.meaning,
-        }
-    }
-}
-
-impl From<wit::EnvSpec> for sdk::EnvSpec {
-    fn from(s: wit::EnvSpec) -> Self {
-        Self {
-            id: s.id,
-            version: s.version,
-            description: s.description,
-            instruction: s.instruction,
-            action_names: s.action_names,
-            symbol_legend: s
-                .symbol_legend
-                .map(|l| l.into_iter().map(Into::into).collect()),
-            max_episode_steps: s.max_episode_steps,
-            reward_threshold: s.reward_threshold,
-            default_config: s.default_config,
-        }
-    }
-}
-
-impl From<wit::ResetResult> for sdk::ResetResult {
-    fn from(r: wit::ResetResult) -> Self {
-        Self {
-            observation: r.observation,
-            info: r.info.into_iter().map(Into::into).collect(),
-        }
-    }
-}
-
-impl From<wit::StepResult> for sdk::StepResult {
-    fn from(r: wit::StepResult) -> Self {
-        Self {
-            observation: r.observation,
-            reward: r.reward,
-            terminated: r.terminated,
-            truncated: r.truncated,
-            action_is_valid: r.action_is_valid,
-            action_is_effective: r.action_is_effective,
-            success: r.success,
-            info: r.info.into_iter().map(Into::into).collect(),
-        }
-    }
-}
-
-impl From<wit::EnvError> for sdk::EnvError {
-    fn from(e: wit::EnvError) -> Self {
-        match e {
-            wit::EnvError::InvalidConfig(m) => Self::InvalidConfig(m),
-            wit::EnvError::NotReady(m) => Self::NotReady(m),
-            wit::EnvError::Other(m) => Self::Other(m),
-        }
-    }
-}
-
-impl From<wit::ExpertInfo> for sdk::ExpertInfo {
-    fn from(i: wit::ExpertInfo) -> Self {
-        Self {
-            description: i.description,
-            optimal: i.optimal,
-        }
-    }
-}
-
-impl From<wit::Advice> for sdk::Advice {
-    fn from(a: wit::Advice) -> Self {
-        Self {
-            actions: a.actions,
-            success_probability: a.success_probability,
         }
     }
 }
@@ -152,15 +66,6 @@ impl From<&sdk::Trajectory> for wit::Trajectory {
             seed: t.seed,
             turns: t.turns.iter().map(Into::into).collect(),
             success: t.success,
-        }
-    }
-}
-
-impl From<wit::RewardBreakdown> for sdk::RewardBreakdown {
-    fn from(b: wit::RewardBreakdown) -> Self {
-        Self {
-            total: b.total,
-            components: b.components.into_iter().map(Into::into).collect(),
         }
     }
 }

@@ -3,7 +3,6 @@
 //! `ragen:gym` host imports), the epoch ticker thread, and the HTTP transport fixed at build
 //! time. Shared by a [`crate::Sandbox`] and every plugin loaded into it.
 
-use crate::bindings::PluginHost;
 use crate::error::LoadError;
 use crate::http::HttpTransport;
 use crate::limits::{EPOCH_TICK, SandboxConfig};
@@ -54,8 +53,7 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_err)?;
-        PluginHost::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
-            .map_err(engine_err)?;
+        crate::imports::add_to_linker(&mut linker).map_err(engine_err)?;
         // The virtual clock's monotonic clock and timers replace wasmtime-wasi's, whose timers
         // sleep on the real clock (`state/clock.rs`).
         linker.allow_shadowing(true);

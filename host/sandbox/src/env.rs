@@ -4,9 +4,9 @@
 //! trap discards the instance; the next `reset` instantiates a fresh one from the `InstancePre`.
 
 use crate::bindings::environment_export::Guest;
-use crate::bindings::expert_export::Guest as ExpertGuest;
 use crate::call::Call;
 use crate::grants::Grants;
+use crate::lifted::EnvFuncs;
 use crate::output;
 use crate::plugin::{Exports, Plugin};
 use crate::state::HostState;
@@ -22,9 +22,9 @@ use wasmtime::component::ResourceAny;
 /// A live instance holding one `env` resource.
 struct Live {
     store: Store<HostState>,
-    guest: Guest,
-    /// The `expert` export, when the plugin has one (interface 0.1.1 and later).
-    expert: Option<ExpertGuest>,
+    /// The exports whose results the host reads, with the `expert` ones when the plugin has
+    /// them (interface 0.1.1 and later).
+    funcs: EnvFuncs,
     env: ResourceAny,
 }
 
@@ -56,8 +56,9 @@ impl WasmEnv {
             None => {
                 let max = plugin.config().max_output_bytes;
                 let reply = run(plugin, &mut live, &mut stats, Call::Spec, |l| {
-                    l.guest.call_spec(&mut l.store, config)
-                })?;
+                    l.funcs.spec.call(&mut l.store, (config.to_string(),))
+                })?
+                .0;
                 let spec = reply.map_err(|e| EnvCallError::Env {
                     env_id: plugin.info().manifest.id.clone(),
                     error: output::clip_env_error(e.into(), max),
@@ -116,6 +117,7 @@ impl WasmEnv {
     fn discard(&mut self) {
         if let Some(live) = self.live.take() {
             self.stats.log_dropped += live.store.data().log_dropped;
+            self.stats.log_clipped += live.store.data().log_clipped;
         }
         self.ready = false;
     }
@@ -199,13 +201,10 @@ fn instantiate(
     plugin.arm(&mut store, Call::Instantiate);
     stats.instances += 1;
     let guest = plugin.pre().instantiate(&mut store).and_then(|instance| {
-        let expert = expert_indices
-            .as_ref()
-            .map(|e| e.load(&mut store, &instance))
-            .transpose()?;
-        Ok((indices.load(&mut store, &instance)?, expert))
+        let funcs = EnvFuncs::load(&mut store, &instance, expert_indices.is_some())?;
+        Ok((indices.load(&mut store, &instance)?, funcs))
     });
-    let (guest, expert) = match guest {
+    let (guest, funcs): (Guest, EnvFuncs) = match guest {
         Ok(g) => g,
         Err(e) => {
             stats.plugin_errors += 1;
@@ -224,12 +223,7 @@ fn instantiate(
         }
     };
     stats.fuel_used += plugin.fuel_used(&store);
-    Ok(Live {
-        store,
-        guest,
-        expert,
-        env,
-    })
+    Ok(Live { store, funcs, env })
 }
 
 /// An instance of a plugin with an `expert` export always has it loaded; this is the error if
@@ -282,8 +276,8 @@ impl Env for WasmEnv {
         if let Some(live) = self.live.as_mut() {
             live.store.data_mut().reseed(seed);
         }
-        let reply = self.call(Call::Reset, |l| {
-            l.guest.env().call_reset(&mut l.store, l.env, seed)
+        let (reply,) = self.call(Call::Reset, |l| {
+            l.funcs.reset.call(&mut l.store, (l.env, seed))
         })?;
         let r: ResetResult = reply.map_err(|e| self.env_error(e.into()))?.into();
         output::check_reset(&r, self.plugin.config().max_output_bytes)
@@ -299,8 +293,8 @@ impl Env for WasmEnv {
                 "call reset first (the instance is new or was discarded after an error)".into(),
             )));
         }
-        let reply = self.call(Call::Step, |l| {
-            l.guest.env().call_step(&mut l.store, l.env, action)
+        let (reply,) = self.call(Call::Step, |l| {
+            l.funcs.step.call(&mut l.store, (l.env, action.to_string()))
         })?;
         let r: StepResult = reply.map_err(|e| self.env_error(e.into()))?.into();
         output::check_step(&r, self.plugin.config().max_output_bytes)
@@ -319,8 +313,8 @@ impl Env for WasmEnv {
             return Ok(None);
         }
         let config = self.config.clone();
-        let reply = self.call(Call::ExpertInfo, |l| match &l.expert {
-            Some(e) => e.call_info(&mut l.store, &config),
+        let (reply,) = self.call(Call::ExpertInfo, |l| match &l.funcs.expert {
+            Some(e) => e.info.call(&mut l.store, (config,)),
             None => Err(no_expert_in_instance()),
         })?;
         let info: Option<ExpertInfo> = reply.map_err(|e| self.env_error(e.into()))?.map(Into::into);
@@ -348,8 +342,8 @@ impl Env for WasmEnv {
                 "call reset first (the instance is new or was discarded after an error)".into(),
             )));
         }
-        let reply = self.call(Call::Advise, |l| match &l.expert {
-            Some(e) => e.call_advise(&mut l.store, l.env),
+        let (reply,) = self.call(Call::Advise, |l| match &l.funcs.expert {
+            Some(e) => e.advise.call(&mut l.store, (l.env,)),
             None => Err(no_expert_in_instance()),
         })?;
         let a: Advice = reply.map_err(|e| self.env_error(e.into()))?.into();
@@ -363,6 +357,7 @@ impl Env for WasmEnv {
         s.http_denied = self.http_denied.load(Ordering::Relaxed);
         if let Some(live) = &self.live {
             s.log_dropped += live.store.data().log_dropped;
+            s.log_clipped += live.store.data().log_clipped;
         }
         s
     }

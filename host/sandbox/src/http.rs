@@ -243,22 +243,29 @@ pub(crate) struct HttpGate {
 }
 
 impl HttpGate {
-    /// Run one guest request through the gate.
-    pub(crate) fn fetch(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
-        let method = req.method.to_ascii_uppercase();
-        if method != "GET" && method != "POST" {
+    /// The method is GET or POST and the URL's host and port are declared and granted (a
+    /// denial is counted and logged). The `fetch` import asks this before it reads a header.
+    pub(crate) fn admit(&self, method: &str, url: &str) -> Result<(), HttpError> {
+        if !method.eq_ignore_ascii_case("GET") && !method.eq_ignore_ascii_case("POST") {
             return Err(HttpError::InvalidRequest(format!(
                 "method `{}` is not allowed (GET or POST)",
-                truncate(&req.method)
+                truncate(method)
             )));
         }
-        if let Err(e) = self.granter.check_url(&req.url) {
+        if let Err(e) = self.granter.check_url(url) {
             if matches!(e, HttpError::Denied(_)) {
                 self.denied.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(url = truncate(&req.url), "{e}");
+                tracing::warn!(url = truncate(url), "{e}");
             }
             return Err(e);
         }
+        Ok(())
+    }
+
+    /// Run one guest request through the gate.
+    pub(crate) fn fetch(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        self.admit(&req.method, &req.url)?;
+        let method = req.method.to_ascii_uppercase();
         if req.body.len() > self.max_body_bytes {
             return Err(HttpError::InvalidRequest(format!(
                 "request body of {} bytes exceeds the cap",

@@ -37,6 +37,8 @@ pub mod http;
 mod http_reqwest;
 mod imports;
 mod inspect;
+mod lift;
+mod lifted;
 pub mod limits;
 mod load;
 mod output;

@@ -58,8 +58,11 @@ pub const INSTANTIATE_FUEL_CALLS: u64 = 4;
 /// Bytes budgeted per list entry on top of its strings when a guest result is copied to the
 /// host (the host-side `String`/record headers wasmtime charges per entry).
 const COPY_BYTES_PER_ENTRY: usize = 64;
-/// Bytes budgeted for the request line and headers of one `ragen:gym/http` request.
-const COPY_HTTP_HEAD_BYTES: usize = 64 << 10;
+/// Most bytes of header names and values in one `ragen:gym/http` request (also what the copy
+/// budget allows for the request line and headers).
+pub const MAX_HTTP_HEAD_BYTES: usize = 64 << 10;
+/// Most headers in one `ragen:gym/http` request.
+pub const MAX_HTTP_HEADERS: usize = 64;
 
 /// Virtual ns per fuel unit: the guest's virtual clock advances this much per unit it burns
 /// (about 10x slower than a tight loop runs on the development machine, 100 M units per 10 ms),
@@ -127,7 +130,7 @@ impl SandboxConfig {
             .saturating_mul(3)
             .saturating_add(2 * MAX_SHORT_BYTES)
             .saturating_add(MAX_LIST_LEN * (entry(1) + entry(2)));
-        let http = self.http_body_bytes().saturating_add(COPY_HTTP_HEAD_BYTES);
+        let http = self.http_body_bytes().saturating_add(MAX_HTTP_HEAD_BYTES);
         spec.max(http)
     }
 

@@ -219,6 +219,7 @@ impl Plugin {
     pub(crate) fn arm(&self, store: &mut Store<HostState>, call: Call) {
         let budget = self.fuel_per_call().saturating_mul(call.fuel_calls());
         let used_before = self.fuel_used(store);
+        crate::lift::set_output_text_cap(self.config().max_output_bytes);
         if self.config().fuel {
             // Cannot fail: fuel is enabled on this engine.
             let _ = store.set_fuel(budget);
@@ -294,20 +295,49 @@ impl Plugin {
                 "out of bounds memory access (a bug, or a shadow-stack overflow)".to_string(),
             ),
             Some(trap) => (PluginFailureKind::Trap, trap.to_string()),
-            None if copy_budget_exhausted(err) => (
+            None if crate::lift::over_cap(err).is_some() => (
                 PluginFailureKind::BadOutput,
                 format!(
-                    "{} copied more than the budget of {} bytes from the guest in one call \
-                     (its caps: {})",
+                    "{}: {}",
                     call.name(),
-                    self.config().copy_budget_bytes(),
-                    call.output_caps(self.config())
+                    crate::lift::over_cap(err).map_or_else(String::new, ToString::to_string)
                 ),
+            ),
+            None if copy_budget_exhausted(err) => (
+                PluginFailureKind::BadOutput,
+                self.copy_budget_message(err, call),
             ),
             // The root cause, not wasmtime's "error while executing at wasm backtrace:" context.
             None => (PluginFailureKind::Trap, err.root_cause().to_string()),
         };
         self.failure(kind, message)
+    }
+}
+
+impl Plugin {
+    /// The copy budget ran out: in the arguments of a host import the guest called during
+    /// `call` (the error passed through wasm frames, so it carries a wasm backtrace), or in
+    /// `call`'s own result (lifted after the guest returned: no wasm frame).
+    fn copy_budget_message(&self, err: &wasmtime::Error, call: Call) -> String {
+        let budget = self.config().copy_budget_bytes();
+        if err.downcast_ref::<wasmtime::WasmBacktrace>().is_some() {
+            format!(
+                "the arguments of a host import called during {} came to more than the budget \
+                 of {budget} bytes copied from the guest in one call (log lines are clipped to \
+                 {} bytes; http requests may have {} headers of {} bytes in all)",
+                call.name(),
+                crate::limits::MAX_LOG_LINE_BYTES,
+                crate::limits::MAX_HTTP_HEADERS,
+                crate::limits::MAX_HTTP_HEAD_BYTES,
+            )
+        } else {
+            format!(
+                "{}'s result came to more than the budget of {budget} bytes copied from the \
+                 guest in one call (its caps: {})",
+                call.name(),
+                call.output_caps(self.config())
+            )
+        }
     }
 }
 

@@ -2,9 +2,9 @@
 //! `ragen_gym_core::RewardFunction`. `score(trajectory)` runs under the same limits as env
 //! calls, in one instance per function, re-instantiated after a trap.
 
-use crate::bindings::reward_export::Guest;
 use crate::call::Call;
 use crate::grants::Grants;
+use crate::lifted::{ScoreFunc, score_func};
 use crate::output;
 use crate::plugin::{Exports, Plugin};
 use crate::state::HostState;
@@ -19,7 +19,7 @@ use wasmtime::Store;
 /// (`reward/{id}/mean`).
 pub struct WasmRewardFunction {
     plugin: Plugin,
-    live: Option<(Store<HostState>, Guest)>,
+    live: Option<(Store<HostState>, ScoreFunc)>,
 }
 
 impl WasmRewardFunction {
@@ -41,7 +41,7 @@ impl WasmRewardFunction {
         })
     }
 
-    fn instantiate(&self) -> Result<(Store<HostState>, Guest), PluginFailure> {
+    fn instantiate(&self) -> Result<(Store<HostState>, ScoreFunc), PluginFailure> {
         let Exports::Reward(indices) = self.plugin.exports() else {
             unreachable!("checked in WasmRewardFunction::new")
         };
@@ -53,7 +53,10 @@ impl WasmRewardFunction {
             .plugin
             .pre()
             .instantiate(&mut store)
-            .and_then(|instance| indices.load(&mut store, &instance))
+            .and_then(|instance| {
+                indices.load(&mut store, &instance)?;
+                score_func(&mut store, &instance)
+            })
             .map_err(|e| PluginFailure {
                 kind: PluginFailureKind::Instantiate,
                 ..self.plugin.classify(&e, &store)
@@ -74,13 +77,13 @@ impl RewardFunction for WasmRewardFunction {
         if self.live.is_none() {
             self.live = Some(self.instantiate()?);
         }
-        let Some((store, guest)) = self.live.as_mut() else {
+        let Some((store, score)) = self.live.as_mut() else {
             unreachable!("instantiated above")
         };
         store.data_mut().reseed(trajectory.seed);
         self.plugin.arm(store, Call::Score);
-        let reply = match guest.call_score(&mut *store, &wit) {
-            Ok(reply) => reply,
+        let reply = match score.call(&mut *store, (wit,)) {
+            Ok((reply,)) => reply,
             Err(e) => {
                 let failure = self.plugin.classify(&e, store);
                 self.live = None;
@@ -90,7 +93,7 @@ impl RewardFunction for WasmRewardFunction {
         let max = self.plugin.config().max_output_bytes;
         let breakdown: RewardBreakdown = reply
             .map_err(|message| RewardError::Refused {
-                message: message.chars().take(max).collect(),
+                message: message.text.chars().take(max).collect(),
             })?
             .into();
         if let Err(m) = output::check_breakdown(&breakdown) {

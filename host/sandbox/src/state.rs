@@ -60,6 +60,7 @@ pub(crate) struct HostState {
     pub(crate) fuel_budget: u64,
     pub(crate) log_lines_this_call: u32,
     pub(crate) log_dropped: u64,
+    pub(crate) log_clipped: u64,
 }
 
 /// What the WASI context may see.
@@ -110,6 +111,7 @@ impl HostState {
             fuel_budget: 0,
             log_lines_this_call: 0,
             log_dropped: 0,
+            log_clipped: 0,
         }
     }
 

@@ -86,7 +86,7 @@ pub fn rollout_metrics(prefix: &str, trajs: &[Trajectory], group_size: usize) ->
 /// What the env instances did over a span (one rollout: the difference of two
 /// [`crate::EnvPool::stats`] readings), as `sandbox/fuel_used`, `sandbox/instances` (instances
 /// created, i.e. replacements of trapped ones), `sandbox/plugin_errors` (traps and refused
-/// output), `sandbox/http_denied` and `sandbox/log_dropped`. Native envs count zeros.
+/// output), `sandbox/http_denied`, `sandbox/log_dropped` and `sandbox/log_clipped`. Native envs count zeros.
 pub fn sandbox_metrics(span: &EnvStats) -> Metrics {
     [
         ("fuel_used", span.fuel_used),
@@ -94,6 +94,7 @@ pub fn sandbox_metrics(span: &EnvStats) -> Metrics {
         ("plugin_errors", span.plugin_errors),
         ("http_denied", span.http_denied),
         ("log_dropped", span.log_dropped),
+        ("log_clipped", span.log_clipped),
     ]
     .into_iter()
     .map(|(k, v)| (format!("sandbox/{k}"), v as f64))

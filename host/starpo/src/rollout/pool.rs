@@ -111,6 +111,7 @@ mod tests {
                     plugin_errors: errors,
                     http_denied: 1,
                     log_dropped: 0,
+                    log_clipped: 0,
                 },
             ))
         };
@@ -123,6 +124,7 @@ mod tests {
                 plugin_errors: 2,
                 http_denied: 2,
                 log_dropped: 0,
+                log_clipped: 0,
             }
         );
     }
