@@ -9,6 +9,7 @@
 #    verified by sha256, into a cache outside the repo;
 #  - for the plugin-registry tests (tests/all/registry.rs): Debian's docker-registry (the CNCF distribution
 #    registry, started by the tests on loopback) and OpenSSL headers (native-tls);
+#  - for the viewer's browser test (tests/all/view.rs): Debian's chromium, run headless;
 #  - with --cuda: the CUDA 13.0 compiler from PyPI for `cargo build --features cuda`
 #    (scripts/setup-cuda.sh; its build environment is printed on stdout).
 set -euo pipefail
@@ -77,9 +78,11 @@ fi
 log "default model: $gguf"
 
 # 4. Debian packages for the registry tests and the TLS stack: docker-registry (started by the
-#    tests on loopback), libssl-dev + pkg-config (openssl-sys, behind reqwest's native-tls).
+#    tests on loopback), libssl-dev + pkg-config (openssl-sys, behind reqwest's native-tls),
+#    chromium (the `ragen-gym view` page rendered headless by tests/all/view.rs).
 missing=()
 command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 dpkg -s libssl-dev >/dev/null 2>&1 || missing+=(libssl-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 if [ "${#missing[@]}" -gt 0 ]; then

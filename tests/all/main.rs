@@ -24,6 +24,7 @@ mod servers;
 mod shared_prefix;
 mod starpo;
 mod variance;
+mod view;
 mod webshop;
 mod webshop_soak;
 

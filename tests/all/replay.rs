@@ -81,6 +81,7 @@ fn record_run(dir: &std::path::Path) {
         iteration: 0,
         split: Split::Val,
         trajectories: &r.trajectories,
+        groups: &[],
     })
     .unwrap();
     rep.report(&TrainEvent::Metrics {

@@ -40,6 +40,8 @@ pub enum Command {
     Publish(cmd::publish::Args),
     /// Re-run recorded trajectories of a run against the env and show the first difference.
     Replay(cmd::replay::Args),
+    /// Write a run's trajectories as one self-contained HTML page (boards, responses, rewards).
+    View(cmd::view::Args),
     /// Write a new plugin project (Rust, Python or JavaScript) to build with `ragen-gym build`.
     New(cmd::author::new::Args),
     /// Build a plugin project into a component and inspect it.
@@ -71,6 +73,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Plot(a) => cmd::plot::run(a),
         Command::Publish(a) => cmd::publish::run(a),
         Command::Replay(a) => cmd::replay::run(a),
+        Command::View(a) => cmd::view::run(a),
         Command::New(a) => cmd::author::new::run(a),
         Command::Build(a) => cmd::author::build::run(a),
         Command::Webshop(c) => cmd::webshop::run(c),

@@ -47,7 +47,7 @@ pub use plugin_file::{MAX_PLUGIN_BYTES, PluginFileError, read_plugin_file};
 pub use ragen_gym_sdk::{
     Advice, EnvError, EnvSpec, ExpertInfo, Metric, ResetResult, RewardBreakdown, StepResult, Symbol,
 };
-pub use replay::{Divergence, replay_trajectory};
+pub use replay::{Divergence, ReplaySummary, replay_trajectory};
 pub use reward::{RewardError, RewardFunction};
 pub use rng::splitmix64;
 pub use trace::{TokenOrigin, TokenTrace};

@@ -2,6 +2,7 @@
 //! `metrics.jsonl`, `trajectories.jsonl`, TensorBoard), after cargo-nextest's `TestEvent` and
 //! reporter split. The loop never prints and never writes a log file itself.
 
+use crate::filter::GroupVerdict;
 use crate::metrics::Metrics;
 use ragen_gym_core::Trajectory;
 use serde::{Deserialize, Serialize};
@@ -105,6 +106,9 @@ pub enum TrainEvent<'a> {
         split: Split,
         /// The trajectories.
         trajectories: &'a [Trajectory],
+        /// The StarPO-S filter's verdict on each env group, indexed by [`Trajectory::group`]
+        /// (a training rollout's; empty for validation, which is not filtered).
+        groups: &'a [GroupVerdict],
     },
     /// The metrics of an iteration were computed (once per iteration, before its checkpoint: a
     /// crash between the two leaves a line past the checkpoint, which a resumed run drops and

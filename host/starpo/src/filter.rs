@@ -30,6 +30,29 @@ pub struct FilterOutcome {
     pub metrics: Metrics,
 }
 
+impl FilterOutcome {
+    /// The verdict on every group, by group index: its in-group std and whether it was kept.
+    pub fn verdicts(&self) -> Vec<GroupVerdict> {
+        (0..self.all.len())
+            .map(|g| GroupVerdict {
+                std: self.all[g].std,
+                kept: self.kept_groups.contains(&g),
+            })
+            .collect()
+    }
+}
+
+/// The filter's verdict on one env group: what `trajectories.jsonl` records beside each of its
+/// trajectories (`in_group_std`, `filter_kept`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroupVerdict {
+    /// The std of the group's training scores, the value the filter ranks (NaN for a group
+    /// with a non-finite score).
+    pub std: f64,
+    /// Whether the group's trajectories went into the update.
+    pub kept: bool,
+}
+
 /// Filter settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FilterParams {

@@ -66,7 +66,7 @@ pub use config::{Config, ConfigBuilder, ConfigError, EnvPreset, PRESET_CPU_TABLE
 #[cfg(feature = "trainer")]
 pub use error::TrainError;
 pub use events::{Phase, ReportError, Reporter, Silent, Split, TrainEvent};
-pub use filter::{FilterOutcome, FilterParams, filter_groups};
+pub use filter::{FilterOutcome, FilterParams, GroupVerdict, filter_groups};
 pub use metrics::Metrics;
 pub use prompt::{CharTokenizer, Tokenize, TokenizeError};
 pub use rollout::{

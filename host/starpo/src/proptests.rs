@@ -335,9 +335,10 @@ fn record() -> impl Strategy<Value = TrajectoryRecord> {
         proptest::option::of(".{0,8}"),
         ".{0,8}",
         proptest::option::of(".{0,8}"),
+        proptest::option::of((finite(), any::<bool>())),
     )
         .prop_map(
-            |(trajectory, iteration, val, score, plugin, plugin_sha256, env_config)| {
+            |(trajectory, iteration, val, score, plugin, plugin_sha256, env_config, verdict)| {
                 TrajectoryRecord {
                     trajectory,
                     iteration,
@@ -346,6 +347,8 @@ fn record() -> impl Strategy<Value = TrajectoryRecord> {
                     plugin,
                     plugin_sha256,
                     env_config,
+                    in_group_std: verdict.map(|v| v.0),
+                    filter_kept: verdict.map(|v| v.1),
                 }
             },
         )

@@ -111,6 +111,14 @@ pub struct TrajectoryRecord {
     /// (the env's defaults).
     #[serde(default)]
     pub env_config: Option<String>,
+    /// The in-group std of the trajectory's env group, the value the StarPO-S filter ranks
+    /// ([`crate::filter::GroupVerdict`]); absent for validation and in files written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_group_std: Option<f64>,
+    /// Whether the StarPO-S filter kept the trajectory's group for the update; absent for
+    /// validation and in files written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_kept: Option<bool>,
 }
 
 /// A run directory.
@@ -467,6 +475,8 @@ mod tests {
             plugin: Some("sokoban".into()),
             plugin_sha256: "ab12".into(),
             env_config: Some(r#"{"dim_room":[6,6]}"#.into()),
+            in_group_std: Some(0.5),
+            filter_kept: Some(true),
         };
         let mut w = r.jsonl_writer(&r.trajectories_path()).unwrap();
         w.write(&record).unwrap();
@@ -481,12 +491,16 @@ mod tests {
         o.insert("plugin_sha256".into(), "ab12".into());
         o.insert("env_config".into(), r#"{"dim_room":[6,6]}"#.into());
         o.insert("score".into(), t.score().into());
+        o.insert("in_group_std".into(), 0.5.into());
+        o.insert("filter_kept".into(), true.into());
         let text = std::fs::read_to_string(r.trajectories_path()).unwrap();
         assert_eq!(text, format!("{}\n", serde_json::to_string(&old).unwrap()));
-        // a line from before replay (no plugin, no env_config) after a blank line
+        // a line from before replay (no plugin, no env_config, no filter verdict) after a blank
+        // line
         let o = old.as_object_mut().unwrap();
-        o.remove("plugin");
-        o.remove("env_config");
+        for key in ["plugin", "env_config", "in_group_std", "filter_kept"] {
+            o.remove(key);
+        }
         o.insert("split".into(), "val".into());
         let older = format!("{text}\n{}\n", serde_json::to_string(&old).unwrap());
         std::fs::write(r.trajectories_path(), older).unwrap();
@@ -499,6 +513,7 @@ mod tests {
             (rec.split, &rec.plugin, &rec.env_config),
             (Split::Val, &None, &None)
         );
+        assert_eq!((rec.in_group_std, rec.filter_kept), (None, None));
         assert_eq!(rec.trajectory, t);
         assert_eq!(r.read_trajectories(Some(2)).unwrap().len(), 1);
         assert!(r.read_trajectories(Some(1)).unwrap().is_empty());

@@ -113,6 +113,7 @@ pub(crate) fn validate_run(
         iteration: it,
         split: Split::Val,
         trajectories: &r.trajectories,
+        groups: &[],
     });
     ev.check()?;
     m.extend(r.metrics);

@@ -12,4 +12,5 @@ pub mod publish;
 pub mod replay;
 pub mod sft;
 pub mod train;
+pub mod view;
 pub mod webshop;

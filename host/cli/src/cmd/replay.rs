@@ -14,9 +14,11 @@
 use crate::ExpectedError;
 use crate::shared::{plugins::load, run::new_env, sandbox::SandboxArgs};
 use anyhow::Context;
-use ragen_gym_core::{Divergence, replay_trajectory};
+use ragen_gym_core::{Divergence, ReplaySummary, replay_trajectory};
+use ragen_gym_sandbox::Plugin;
 use ragen_gym_starpo::RunDir;
-use std::path::PathBuf;
+use ragen_gym_starpo::run_dir::TrajectoryRecord;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `ragen-gym replay`.
 #[derive(clap::Args)]
@@ -70,15 +72,68 @@ pub fn render_divergence(d: &Divergence) -> String {
 }
 
 /// The sandbox flags with the run directory's own `ragen-gym.lock` as `--locked` when it has one
-/// and neither `--locked` nor `--env` is given: the recorded plugin must then have the digest
-/// the run locked, not only the sha256 written next to each trajectory.
-fn with_run_lock(args: &Args) -> SandboxArgs {
-    let mut sandbox = args.sandbox.clone();
-    let lock = args.run_dir.join(ragen_gym_registry::LOCK_FILE_NAME);
-    if sandbox.source.locked.is_none() && args.env.is_none() && lock.is_file() {
+/// and neither `--locked` nor an `--env` override is given: the recorded plugin must then have
+/// the digest the run locked, not only the sha256 written next to each trajectory.
+pub fn with_run_lock(run_dir: &Path, sandbox: &SandboxArgs, env_override: bool) -> SandboxArgs {
+    let mut sandbox = sandbox.clone();
+    let lock = run_dir.join(ragen_gym_registry::LOCK_FILE_NAME);
+    if sandbox.source.locked.is_none() && !env_override && lock.is_file() {
         sandbox.source.locked = Some(lock);
     }
     sandbox
+}
+
+/// The plugin to replay record `i` of `path` on: `env` when given, else the recorded reference.
+pub fn reference_of(
+    env: Option<&str>,
+    rec: &TrajectoryRecord,
+    i: usize,
+    path: &Path,
+) -> anyhow::Result<String> {
+    match (env, &rec.plugin) {
+        (Some(e), _) => Ok(e.to_string()),
+        (None, Some(p)) => Ok(p.clone()),
+        (None, None) => anyhow::bail!(
+            "{} line {i} does not record its plugin reference; pass --env PLUGIN",
+            path.display()
+        ),
+    }
+}
+
+/// Refuse `plugin` (loaded from `reference`) unless it is the one that ran record `i` of `path`.
+pub fn check_recorded_plugin(
+    plugin: &Plugin,
+    reference: &str,
+    rec: &TrajectoryRecord,
+    i: usize,
+    path: &Path,
+) -> anyhow::Result<()> {
+    if plugin.info().sha256 != rec.plugin_sha256 {
+        return Err(ExpectedError::plugin(
+            reference,
+            anyhow::anyhow!(
+                "its sha256 {} differs from the recorded {} (line {i} of {}); replay needs the plugin that ran",
+                plugin.info().sha256,
+                rec.plugin_sha256,
+                path.display()
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Replay record `rec` on a new env of `plugin` built with the recorded env config.
+pub fn replay_record(
+    plugin: &Plugin,
+    reference: &str,
+    rec: &TrajectoryRecord,
+    sandbox: &SandboxArgs,
+) -> anyhow::Result<Result<ReplaySummary, Divergence>> {
+    let env_config = rec.env_config.clone().unwrap_or_default();
+    let mut env = new_env(plugin, &env_config, sandbox.grants()?)
+        .with_context(|| format!("failed to build env {reference} with config {env_config:?}"))?;
+    Ok(replay_trajectory(env.as_mut(), &rec.trajectory))
 }
 
 /// Run the subcommand.
@@ -94,40 +149,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map_or(String::new(), |n| format!(" on line {n}"))
         );
     }
-    let sandbox = with_run_lock(&args);
+    let sandbox = with_run_lock(&args.run_dir, &args.sandbox, args.env.is_some());
     let mut loaded: Option<(String, ragen_gym_sandbox::Plugin)> = None;
     let (mut ok, mut diverged) = (0usize, 0usize);
     for (i, rec) in records {
-        let reference = match (&args.env, &rec.plugin) {
-            (Some(e), _) => e.clone(),
-            (None, Some(p)) => p.clone(),
-            (None, None) => anyhow::bail!(
-                "{} line {i} does not record its plugin reference; pass --env PLUGIN",
-                path.display()
-            ),
-        };
+        let reference = reference_of(args.env.as_deref(), &rec, i, &path)?;
         if loaded.as_ref().is_none_or(|(r, _)| *r != reference) {
             let plugin = load(&reference, &sandbox)?;
             loaded = Some((reference.clone(), plugin));
         }
         let plugin = &loaded.as_ref().expect("loaded above").1;
-        if plugin.info().sha256 != rec.plugin_sha256 {
-            return Err(ExpectedError::plugin(
-                &reference,
-                anyhow::anyhow!(
-                    "its sha256 {} differs from the recorded {} (line {i} of {}); replay needs the plugin that ran",
-                    plugin.info().sha256,
-                    rec.plugin_sha256,
-                    path.display()
-                ),
-            )
-            .into());
-        }
-        let env_config = rec.env_config.clone().unwrap_or_default();
+        check_recorded_plugin(plugin, &reference, &rec, i, &path)?;
         let t = &rec.trajectory;
-        let mut env = new_env(plugin, &env_config, sandbox.grants()?).with_context(|| {
-            format!("failed to build env {reference} with config {env_config:?}")
-        })?;
         let label = format!(
             "trajectory {i} (seed {}, group {}, iteration {}, {})",
             t.seed,
@@ -135,7 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             rec.iteration,
             rec.split.name()
         );
-        match replay_trajectory(env.as_mut(), t) {
+        match replay_record(plugin, &reference, &rec, &sandbox)? {
             Ok(s) => {
                 ok += 1;
                 println!(

@@ -158,7 +158,7 @@ fn write_demonstrations(
 ) -> anyhow::Result<()> {
     let mut w = run.jsonl_writer(&run.root().join("demonstrations.jsonl"))?;
     for t in demos {
-        w.write(&jsonl.record(0, Split::Train, t))?;
+        w.write(&jsonl.record(0, Split::Train, t, None))?;
     }
     w.sync()?;
     Ok(())

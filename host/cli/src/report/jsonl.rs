@@ -10,7 +10,7 @@
 
 use ragen_gym_core::Trajectory;
 use ragen_gym_starpo::run_dir::{JsonlWriter, TrajectoryRecord};
-use ragen_gym_starpo::{ReportError, Reporter, RunDir, Split, TrainEvent};
+use ragen_gym_starpo::{GroupVerdict, ReportError, Reporter, RunDir, Split, TrainEvent};
 
 /// The env a run's trajectories come from, recorded on every line so that a trajectory can be
 /// replayed from its line alone.
@@ -68,8 +68,15 @@ impl JsonlReporter {
         Ok(self.files.as_mut().expect("opened above"))
     }
 
-    /// The line of trajectory `t` of `iteration`'s `split` rollout.
-    pub fn record(&self, iteration: u32, split: Split, t: &Trajectory) -> TrajectoryRecord {
+    /// The line of trajectory `t` of `iteration`'s `split` rollout, with the filter's verdict
+    /// on its group when the rollout was filtered.
+    pub fn record(
+        &self,
+        iteration: u32,
+        split: Split,
+        t: &Trajectory,
+        verdict: Option<&GroupVerdict>,
+    ) -> TrajectoryRecord {
         TrajectoryRecord {
             trajectory: t.clone(),
             iteration,
@@ -78,6 +85,8 @@ impl JsonlReporter {
             plugin: Some(self.env.plugin.clone()),
             plugin_sha256: self.env.plugin_sha256.clone(),
             env_config: Some(self.env.env_config.clone()),
+            in_group_std: verdict.map(|v| v.std).filter(|s| s.is_finite()),
+            filter_kept: verdict.map(|v| v.kept),
         }
     }
 }
@@ -99,11 +108,12 @@ impl Reporter for JsonlReporter {
                 iteration,
                 split,
                 trajectories,
+                groups,
             } => {
                 let lines: Vec<TrajectoryRecord> = trajectories
                     .iter()
                     .take(self.log_trajectories)
-                    .map(|t| self.record(iteration, split, t))
+                    .map(|t| self.record(iteration, split, t, groups.get(t.group)))
                     .collect();
                 let (_, trajs) = self.files()?;
                 for l in &lines {
@@ -154,11 +164,25 @@ mod tests {
     }
 
     fn iteration(r: &mut JsonlReporter, it: u32, x: f64) {
-        let trajs = [traj(1), traj(2), traj(3)];
+        let mut trajs = [traj(1), traj(2), traj(3)];
+        trajs[1].group = 1;
+        trajs[2].group = 2;
+        // the filter's verdicts on groups 0 and 1; group 2 has none (as if unfiltered)
+        let groups = [
+            GroupVerdict {
+                std: 0.25,
+                kept: true,
+            },
+            GroupVerdict {
+                std: f64::NAN,
+                kept: false,
+            },
+        ];
         r.report(&TrainEvent::Trajectories {
             iteration: it,
             split: Split::Train,
             trajectories: &trajs,
+            groups: &groups,
         })
         .unwrap();
         let m = Metrics::from([("x".to_string(), x), ("nan".to_string(), f64::NAN)]);
@@ -197,6 +221,13 @@ mod tests {
         assert_eq!(t[0]["plugin"], "sokoban");
         assert_eq!(t[0]["env_config"], r#"{"dim_room":[6,6]}"#);
         assert_eq!(t[0]["score"], -0.1);
+        assert_eq!(
+            (&t[0]["in_group_std"], &t[0]["filter_kept"]),
+            (&0.25.into(), &true.into())
+        );
+        // a non-finite std is left out, the verdict kept
+        assert_eq!(t[1].get("in_group_std"), None);
+        assert_eq!(t[1]["filter_kept"], false);
         assert_eq!(t[5]["iteration"], 3);
         // resumed from the checkpoint of iteration 1: iterations 2 and 3 are rewritten
         let mut r = JsonlReporter::new(run.clone(), env, 2);

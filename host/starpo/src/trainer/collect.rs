@@ -30,17 +30,18 @@ impl Trainer {
         let group_size = cfg.es_manager.train.group_size;
         apply_reward_functions(&mut self.reward_functions, &mut trajs, &mut m);
         m.extend(rollout_metrics("train", &trajs, group_size));
-        ev.emit(TrainEvent::Trajectories {
-            iteration: it,
-            split: Split::Train,
-            trajectories: &trajs,
-        });
-        ev.check()?;
         let raw = raw_scores(cfg, &trajs);
         let excluded = excluded_groups(&trajs, &raw, &dropped, &mut m);
         let scores = training_scores(cfg, &trajs, &excluded, &mut m);
         let filter = FilterParams::from_config(cfg);
         let kept = filter_groups(&scores, group_size, &excluded, &filter);
+        ev.emit(TrainEvent::Trajectories {
+            iteration: it,
+            split: Split::Train,
+            trajectories: &trajs,
+            groups: &kept.verdicts(),
+        });
+        ev.check()?;
         m.extend(kept.metrics);
         let (samples, lens) = build_batch(
             &PolicyTokenizer(self.models.policy.tokenizer()),

@@ -87,6 +87,7 @@ fn record(dir: &Path, env: EnvSource, r: &EvalResult) -> anyhow::Result<()> {
             iteration: 0,
             split: Split::Val,
             trajectories: &r.trajectories,
+            groups: &[],
         })
         .map_err(|e| anyhow::anyhow!(e))?;
     let mut metrics = r.metrics.clone();
