@@ -18,6 +18,7 @@ mod registry;
 mod replay;
 mod sandbox_hostile;
 mod scoring_from_update;
+mod serve;
 mod servers;
 mod shared_prefix;
 mod starpo;
