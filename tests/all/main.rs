@@ -20,6 +20,7 @@ mod sandbox_capabilities;
 mod sandbox_copy;
 mod sandbox_hostile;
 mod scoring_from_update;
+mod serve;
 mod servers;
 mod shared_prefix;
 mod starpo;

@@ -334,6 +334,7 @@ fn credentials_in_a_plugin_url_are_used_but_never_stored() {
         device: Default::default(),
         base_url: Some(chat.base_url.clone()),
         api_key_env: "RAGEN_GYM_TEST_UNSET_KEY".into(),
+        continue_final_message: false,
         concurrency: 2,
         max_retries: 0,
         request_timeout: 10,

@@ -130,6 +130,7 @@ fn publish_then_run_by_tag_and_digest_and_the_lock_catches_a_moved_tag() {
         device: Default::default(),
         base_url: None,
         api_key_env: "OPENAI_API_KEY".into(),
+        continue_final_message: false,
         concurrency: 1,
         max_retries: 0,
         request_timeout: 10,

@@ -30,6 +30,9 @@ pub enum Command {
     Bench(cmd::bench::BenchCommand),
     /// Generate text with a model (default: SmolLM2-135M-Instruct).
     Generate(cmd::generate::Args),
+    /// Serve a model (a run's checkpoint, a GGUF, a Hugging Face directory) over an
+    /// OpenAI-compatible HTTP API.
+    Serve(cmd::serve::Args),
     /// Train a policy with StarPO / StarPO-S.
     Train(cmd::train::Args),
     /// Fine-tune a policy on the env expert's demonstrations (continue with `train --resume`).
@@ -68,6 +71,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Eval(a) => cmd::eval::run(a),
         Command::Bench(c) => cmd::bench::run(c),
         Command::Generate(a) => cmd::generate::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
         Command::Train(a) => cmd::train::run(a),
         Command::Sft(a) => cmd::sft::run(a),
         Command::Plot(a) => cmd::plot::run(a),

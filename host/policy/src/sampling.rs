@@ -1,6 +1,9 @@
 //! Batched, seeded sampling with a KV cache: temperature, top-k, top-p, stop tokens and strings.
 
 mod device;
+mod seeded;
+
+pub use seeded::{RowSeed, sample_seeded};
 
 use candle_core::Tensor;
 use rand::{Rng, SeedableRng};
@@ -163,7 +166,8 @@ pub(crate) fn sample_chunked(
         return Ok(empty_samples(b));
     }
     let (first, mut step) = padded_session(model, tokenizer, prompts, prefill_score_bytes)?;
-    decode(first, b, params, tokenizer, constraint, &mut *step)
+    let rngs = row_rngs(params.seed, b);
+    decode(first, rngs, params, tokenizer, constraint, &mut *step)
 }
 
 /// The model side of the padded sampler: prompts left-padded into one batch and prefilled in
@@ -257,7 +261,8 @@ pub fn sample_cached(
         return Ok(empty_samples(b));
     }
     let (first, rows, mut step) = cached_session(model, prompts, params.max_new_tokens, cache)?;
-    let out = decode(first, b, params, tokenizer, constraint, &mut *step);
+    let rngs = row_rngs(params.seed, b);
+    let out = decode(first, rngs, params, tokenizer, constraint, &mut *step);
     drop(step);
     cache.finish(&rows);
     out
@@ -330,18 +335,18 @@ const PREFILL_TOKENS: usize = 4096;
 pub(crate) type Step<'a> = dyn FnMut(Option<&[u32]>, Vec<u32>) -> Result<Tensor> + 'a;
 
 /// The token-choice loop shared by both samplers: `first` holds the logits `[b, V]` of every
-/// row's first new token; rows leave when they stop.
+/// row's first new token, row `i` draws from `rngs[i]`; rows leave when they stop.
 fn decode(
     first: Tensor,
-    b: usize,
+    mut rngs: Vec<ChaCha8Rng>,
     params: &SamplingParams,
     tokenizer: &Tokenizer,
     constraint: Option<&Constraint>,
     step: &mut Step<'_>,
 ) -> Result<Vec<Sample>> {
+    let b = rngs.len();
     let mut out = empty_samples(b);
     let stop_ids = tokenizer.stop_token_ids().to_vec();
-    let mut rngs = row_rngs(params.seed, b);
     // Constrained decoding hook ([`crate::constrain`]): one grammar state machine per row.
     let mut guides: Vec<Option<Guide>> = (0..b).map(|_| constraint.map(Guide::new)).collect();
     let mut logits = first; // [n_active, V]

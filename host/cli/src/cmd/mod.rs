@@ -10,6 +10,7 @@ pub mod play;
 pub mod plot;
 pub mod publish;
 pub mod replay;
+pub mod serve;
 pub mod sft;
 pub mod train;
 pub mod view;

@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod device;
+pub mod model;
 pub mod net;
 pub mod plugins;
 pub mod run;

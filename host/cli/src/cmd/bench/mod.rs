@@ -13,6 +13,9 @@ pub enum BenchCommand {
     /// One RAGEN-shaped training iteration (sampling, scoring, critic, actor) with prefix
     /// sharing on and off, alternating in one run (docs/benchmarks.md).
     Iteration(IterationArgs),
+    /// `ragen-gym serve` under N concurrent clients next to in-process batch-N sampling of the
+    /// same prompts, alternating in one run: tokens/s, latency percentiles, the ratio.
+    Serve(ServeArgs),
 }
 
 mod envs;
@@ -27,6 +30,9 @@ pub use gpu_check::GpuCheckArgs;
 mod iteration;
 pub use iteration::IterationArgs;
 
+mod serve;
+pub use serve::ServeArgs;
+
 pub mod harness;
 pub mod memory;
 
@@ -37,5 +43,6 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Policy(a) => policy::run(a),
         BenchCommand::GpuCheck(a) => gpu_check::run(a),
         BenchCommand::Iteration(a) => iteration::run(a),
+        BenchCommand::Serve(a) => serve::run(a),
     }
 }

@@ -8,7 +8,10 @@
 //! exactly those of a candle model. As in RAGEN's API path
 //! (`ragen/llm_agent/agent_proxy.py::ApiCallingWrapperWg`, `ctx_manager.py::get_env_inputs`),
 //! the forced assistant prefix (`<think>` or `<answer>`) is not sent (chat APIs cannot continue
-//! an assistant message) and the rollout prepends it to the returned text.
+//! an assistant message) and the rollout prepends it to the returned text; with
+//! `--continue-final-message` it is sent as a final assistant message that the server continues
+//! (vLLM's extension, which `ragen-gym serve` understands), so the model sees the in-process
+//! prompt token for token.
 
 use super::openai::{ChatClient, ChatRequest, Completion, RetryPolicy, WireMessage};
 use ragen_gym_core::splitmix64;
@@ -41,11 +44,11 @@ impl ChatCode {
         out.extend(s.chars().map(|c| c as u32 + Self::TEXT));
     }
 
-    /// The messages of a generation prompt (the trailing forced prefix is dropped).
+    /// The messages of a generation prompt and its trailing forced prefix.
     ///
     /// # Errors
     /// Ids that are not a [`ChatCode`] sequence.
-    pub fn decode(ids: &[u32]) -> Result<Vec<Message>, String> {
+    pub fn decode(ids: &[u32]) -> Result<(Vec<Message>, String), String> {
         let mut out = Vec::new();
         let mut i = 0;
         while i < ids.len() {
@@ -70,12 +73,12 @@ impl ChatCode {
             }
             if i >= ids.len() {
                 // the open assistant frame: the forced prefix, not a message
-                return Ok(out);
+                return Ok((out, content));
             }
             i += 1;
             out.push(Message::text(role, content));
         }
-        Ok(out)
+        Ok((out, String::new()))
     }
 }
 
@@ -102,6 +105,7 @@ impl Tokenize for ChatCode {
 pub struct ApiGenerator {
     client: ChatClient,
     model: String,
+    continue_final_message: bool,
 }
 
 /// Settings of an API model.
@@ -113,6 +117,8 @@ pub struct ApiSettings {
     pub base_url: String,
     /// The environment variable holding the API key (none sent when it is unset).
     pub api_key_env: String,
+    /// Send the forced prefix for the server to continue (`continue_final_message`).
+    pub continue_final_message: bool,
     /// Requests in flight at most.
     pub concurrency: usize,
     /// Retries per request on 429, 5xx and connection failures.
@@ -144,6 +150,7 @@ impl ApiGenerator {
         Ok(Self {
             client,
             model: s.model.clone(),
+            continue_final_message: s.continue_final_message,
         })
     }
 
@@ -155,11 +162,13 @@ impl ApiGenerator {
 
 /// The returned text, with the `</answer>` stop string restored when the server stopped on it:
 /// OpenAI-style stop strings are cut from the text, while the candle sampler keeps them.
-fn restore_stop(c: Completion, stop_at_answer: bool) -> String {
-    let open_answer = c
-        .text
+/// `sent` is the forced prefix the server continued (empty when none was sent): the answer may
+/// have opened there.
+fn restore_stop(c: Completion, stop_at_answer: bool, sent: &str) -> String {
+    let whole = format!("{sent}{}", c.text);
+    let open_answer = whole
         .rfind("<answer>")
-        .is_some_and(|i| !c.text[i..].contains("</answer>"));
+        .is_some_and(|i| !whole[i..].contains("</answer>"));
     if stop_at_answer && open_answer && c.finish_reason.as_deref() == Some("stop") {
         format!("{}</answer>", c.text)
     } else {
@@ -181,11 +190,18 @@ impl Generator for ApiGenerator {
             prompts: prompts.len(),
             source,
         };
+        let mut sent = Vec::with_capacity(prompts.len());
         let requests = prompts
             .iter()
             .enumerate()
             .map(|(i, ids)| {
-                let messages = ChatCode::decode(ids)?
+                let (mut messages, forced) = ChatCode::decode(ids)?;
+                let cont = self.continue_final_message;
+                if cont {
+                    messages.push(Message::text(Role::Assistant, forced.clone()));
+                }
+                sent.push(if cont { forced } else { String::new() });
+                let messages = messages
                     .into_iter()
                     .map(|m| WireMessage {
                         role: match m.role {
@@ -211,6 +227,8 @@ impl Generator for ApiGenerator {
                     } else {
                         Vec::new()
                     },
+                    continue_final_message: cont,
+                    add_generation_prompt: cont.then_some(false),
                 })
             })
             .collect::<Result<Vec<_>, String>>()
@@ -221,7 +239,8 @@ impl Generator for ApiGenerator {
             .map_err(|e| fail(Box::new(e)))?;
         Ok(out
             .into_iter()
-            .map(|c| Generation::text(restore_stop(c, p.stop_at_answer)))
+            .zip(&sent)
+            .map(|(c, sent)| Generation::text(restore_stop(c, p.stop_at_answer, sent)))
             .collect())
     }
 }
@@ -238,7 +257,7 @@ mod tests {
             Message::text(Role::Assistant, "<answer>Up</answer>"),
         ];
         let ids = ChatCode.encode_prompt(&msgs, "<think>").unwrap();
-        assert_eq!(ChatCode::decode(&ids).unwrap(), msgs);
+        assert_eq!(ChatCode::decode(&ids).unwrap(), (msgs, "<think>".to_string()));
         assert!(ChatCode::decode(&[7]).is_err());
     }
 
@@ -249,14 +268,17 @@ mod tests {
             finish_reason: Some(f.into()),
         };
         assert_eq!(
-            restore_stop(c("x</think><answer>Up", "stop"), true),
+            restore_stop(c("x</think><answer>Up", "stop"), true, ""),
             "x</think><answer>Up</answer>"
         );
         assert_eq!(
-            restore_stop(c("x</think><answer>Up", "length"), true),
+            restore_stop(c("x</think><answer>Up", "length"), true, ""),
             "x</think><answer>Up"
         );
-        assert_eq!(restore_stop(c("no answer", "stop"), true), "no answer");
-        assert_eq!(restore_stop(c("<answer>Up", "stop"), false), "<answer>Up");
+        assert_eq!(restore_stop(c("no answer", "stop"), true, ""), "no answer");
+        assert_eq!(restore_stop(c("<answer>Up", "stop"), false, ""), "<answer>Up");
+        // the answer opened in the continued prefix
+        assert_eq!(restore_stop(c(" Up", "stop"), true, "<answer>"), " Up</answer>");
+        assert_eq!(restore_stop(c(" Up", "stop"), true, "<think>"), " Up");
     }
 }

@@ -77,6 +77,13 @@ pub struct Args {
         default_value = "OPENAI_API_KEY"
     )]
     pub api_key_env: String,
+    /// With an API model: send the rollout's forced assistant prefix (`<answer>`, or `<think>`)
+    /// as a final assistant message for the server to continue (vLLM's
+    /// `continue_final_message`, which `ragen-gym serve` and vLLM understand), so the model
+    /// sees exactly the prompt of an in-process `eval`. Without it the prefix is not sent (chat
+    /// APIs start a new assistant message) and is prepended to the returned text.
+    #[arg(long = "continue-final-message")]
+    pub continue_final_message: bool,
     /// With an API model: most requests in flight (RAGEN `model_config.max_concurrency`: 16).
     #[arg(long, default_value_t = 16)]
     pub concurrency: usize,

@@ -10,6 +10,7 @@ use super::api::{ApiGenerator, ApiSettings};
 use crate::ExpectedError;
 use crate::report::jsonl::{EnvSource, JsonlReporter};
 use crate::shared::config::base_config;
+use crate::shared::model::load_model;
 use crate::shared::plugins::write_lock;
 use crate::shared::run::RunEnvs;
 use anyhow::Context;
@@ -20,42 +21,8 @@ use ragen_gym_starpo::{
     Config, EnvPool, EvalResult, Reporter, RolloutParams, RunDir, Split, TrainEvent, evaluate,
     evaluate_with,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-/// Load the model to evaluate: a run directory, a checkpoint directory, a policy directory
-/// (Hugging Face, with or without a LoRA adapter), a `.gguf` file, or `default`.
-fn load_model(
-    spec: &str,
-    device: &pol::Device,
-) -> anyhow::Result<(pol::LlamaModel, pol::Tokenizer, PathBuf)> {
-    if spec == "default" {
-        let loaded = pol::load_on(&pol::default_model_path(), device)?;
-        return Ok((
-            loaded.frozen_model()?,
-            loaded.tokenizer.clone(),
-            loaded.source.clone(),
-        ));
-    }
-    let p = Path::new(spec);
-    for dir in [
-        p.join("checkpoint").join("policy"),
-        p.join("policy"),
-        p.to_path_buf(),
-    ] {
-        if dir.join("config.json").exists() && dir.join("model.safetensors").exists() {
-            let policy = pol::Policy::from_pretrained_on(&dir, 0, device)
-                .with_context(|| format!("failed to load {}", dir.display()))?;
-            return Ok((policy.sampler(), policy.tokenizer().clone(), dir));
-        }
-    }
-    let loaded = pol::load_on(p, device).with_context(|| format!("failed to load model {spec}"))?;
-    Ok((
-        loaded.frozen_model()?,
-        loaded.tokenizer.clone(),
-        loaded.source.clone(),
-    ))
-}
 
 /// The config of `eval --model`: layered like `train`'s (default, CPU profile, env preset,
 /// `RAGEN_*` variables), then the env's JSON config (`--config`) and `--set`.
@@ -118,6 +85,7 @@ fn evaluate_api(
         model: name.to_string(),
         base_url,
         api_key_env: args.api_key_env.clone(),
+        continue_final_message: args.continue_final_message,
         concurrency: args.concurrency,
         max_retries: args.max_retries,
         request_timeout: Duration::from_secs(args.request_timeout),

@@ -43,6 +43,15 @@ pub struct ChatRequest {
     /// Stop strings (not included in the returned text).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// Continue the last (assistant) message instead of starting a new one: vLLM's
+    /// `continue_final_message` with `add_generation_prompt: false` (vLLM
+    /// `entrypoints/openai/protocol.py::ChatCompletionRequest`; `ragen-gym serve` understands
+    /// them too). Not sent when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub continue_final_message: bool,
+    /// `false` with `continue_final_message`; not sent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub add_generation_prompt: Option<bool>,
 }
 
 /// One completion.
@@ -390,6 +399,8 @@ mod tests {
             max_tokens: 64,
             seed: 7,
             stop: vec!["</answer>".into()],
+            continue_final_message: false,
+            add_generation_prompt: None,
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
