@@ -291,6 +291,7 @@ fn sample(tok: &pol::Tokenizer, answer: &str, reward: f32) -> TrainSample {
         rollout_logp: vec![],
         group: 0,
         index: 0,
+        turns: Vec::new(),
     }
 }
 

@@ -9,6 +9,8 @@ mod countdown;
 mod docs;
 mod expert;
 mod failure_policy;
+mod fork;
+mod gigpo;
 mod kill_resume;
 mod learning;
 mod net_hostile;

@@ -34,6 +34,7 @@ pub(crate) fn sample(tok: &pol::Tokenizer, answer: &str, reward: f32, index: usi
         rollout_logp: vec![],
         group: index / 2,
         index,
+        turns: Vec::new(),
     }
 }
 

@@ -67,22 +67,28 @@ fn fingerprint(r: &StepResult) -> String {
 /// Free-text probes for envs without discrete action names.
 const TEXT_ACTIONS: [&str; 4] = ["search[shoes]", "click[item 1]", "help", ""];
 
+/// `max_episode_steps` (at least 1) actions drawn from `rng_seed`: action names, or free-text
+/// probes for an env without them.
+fn random_actions(spec: &ragen_gym_sdk::EnvSpec, rng_seed: u64) -> Vec<String> {
+    let mut rng = rng_seed;
+    (0..spec.max_episode_steps.max(1))
+        .map(|_| match &spec.action_names {
+            Some(names) if !names.is_empty() => {
+                names[(splitmix64(&mut rng) % names.len() as u64) as usize].clone()
+            }
+            _ => TEXT_ACTIONS[(splitmix64(&mut rng) % TEXT_ACTIONS.len() as u64) as usize]
+                .to_string(),
+        })
+        .collect()
+}
+
 /// Run one episode with actions drawn from `rng_seed`; returns the reset observation and the
 /// step fingerprints, or the first error.
 fn episode(env: &mut dyn Env, seed: u64, rng_seed: u64) -> Result<(String, Vec<String>), String> {
     let spec = env.spec().clone();
     let first: ResetResult = env.reset(seed).map_err(|e| e.to_string())?;
     let mut log = Vec::new();
-    let mut rng = rng_seed;
-    let limit = spec.max_episode_steps.max(1);
-    for _ in 0..limit {
-        let action = match &spec.action_names {
-            Some(names) if !names.is_empty() => {
-                names[(splitmix64(&mut rng) % names.len() as u64) as usize].clone()
-            }
-            _ => TEXT_ACTIONS[(splitmix64(&mut rng) % TEXT_ACTIONS.len() as u64) as usize]
-                .to_string(),
-        };
+    for action in random_actions(&spec, rng_seed) {
         let r = env
             .step(&action)
             .map_err(|e| format!("step({action:?}): {e}"))?;
@@ -117,6 +123,7 @@ pub fn check_env(mut make: impl FnMut() -> Result<Box<dyn Env>, EnvCallError>) -
     );
     report.record("step_determinism", step_determinism(&mut make));
     report.record("limits", limits(env.as_mut()));
+    report.record("fork", fork_check(env.as_mut(), &mut make));
     if let Some(r) = crate::check_expert::check_expert(env.as_mut()) {
         report.record("expert", r);
     }
@@ -167,6 +174,24 @@ fn step_determinism(make: &mut MakeEnv<'_>) -> Result<(), String> {
             return Err(format!(
                 "seed {seed}: replaying the same actions diverged at step {at}"
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Exact forks ([`crate::fork`]): an episode of seeded random actions recorded on a fresh env is
+/// rebuilt at its middle and its last step on `env`, an instance that has already run other
+/// episodes, checked step by step. Catches state a reset does not clear (the step determinism
+/// check runs each episode on a fresh instance).
+fn fork_check(env: &mut dyn Env, make: &mut MakeEnv<'_>) -> Result<(), String> {
+    for (i, seed) in SEEDS.iter().enumerate() {
+        let mut fresh = make().map_err(|e| e.to_string())?;
+        let actions = random_actions(fresh.spec(), 2000 + i as u64);
+        let t = crate::fork::record_actions(fresh.as_mut(), *seed, &actions)
+            .map_err(|e| format!("seed {seed}: recording: {e}"))?;
+        let n = t.num_actions;
+        for k in [n / 2, n] {
+            crate::fork::fork_in_place(env, &t, k).map_err(|e| format!("seed {seed}: {e}"))?;
         }
     }
     Ok(())
@@ -243,17 +268,20 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     /// Walk right to 3 (reward 1, success); `Left` is a no-op. With `leaky`, the first
-    /// observation counts resets across every instance, which breaks reset determinism.
+    /// observation counts resets across every instance, which breaks reset determinism; with
+    /// `step-leak`, step observations count the instance's steps across resets.
     struct Walk {
         at: u32,
         leaky: bool,
+        step_leak: bool,
+        lifetime_steps: u64,
     }
 
     static RESETS: AtomicU64 = AtomicU64::new(0);
 
     impl Environment for Walk {
         const ID: &'static str = "test/Walk-v0";
-        /// `"leaky"` (plain text) selects the leaky variant.
+        /// `"leaky"` or `"step-leak"` (plain text) selects a leaky variant.
         type Config = String;
         fn spec(_config: &String) -> EnvSpec {
             EnvSpec::new("Go right three times.")
@@ -265,6 +293,8 @@ mod tests {
             Ok(Self {
                 at: 0,
                 leaky: config == "leaky",
+                step_leak: config == "step-leak",
+                lifetime_steps: 0,
             })
         }
         fn reset(&mut self, seed: u64) -> Result<ResetResult, EnvError> {
@@ -286,7 +316,15 @@ mod tests {
                 self.at += 1;
             }
             let done = self.at >= 3;
-            let observation = format!("at {}", self.at);
+            self.lifetime_steps += 1;
+            let observation = if self.step_leak {
+                format!(
+                    "at {} (step {} of this instance)",
+                    self.at, self.lifetime_steps
+                )
+            } else {
+                format!("at {}", self.at)
+            };
             if !valid {
                 return Ok(StepResult::invalid(observation));
             }
@@ -311,7 +349,32 @@ mod tests {
         assert_eq!(report.env_id, "test/Walk-v0");
         assert_eq!(
             report.passed,
+            [
+                "spec",
+                "reset_determinism",
+                "step_determinism",
+                "limits",
+                "fork"
+            ]
+        );
+    }
+
+    #[test]
+    fn state_kept_across_resets_fails_only_the_fork_check() {
+        // Each episode on a fresh instance repeats exactly, so only a fork on a used instance
+        // sees the step counter that the reset left alone.
+        let report = check_env(make("step-leak"));
+        assert_eq!(
+            report.passed,
             ["spec", "reset_determinism", "step_determinism", "limits"]
+        );
+        assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
+        let f = &report.failures[0];
+        assert!(
+            f.starts_with("fork: seed 0: test/Walk-v0 is not deterministic: fork at step ")
+                && f.contains("step 0 (action ")
+                && f.contains(": observation recorded \"at "),
+            "{f}"
         );
     }
 

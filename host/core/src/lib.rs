@@ -8,7 +8,8 @@
 //! - [`PluginFailure`], a typed trap or broken sandbox rule, with the plugin's identity;
 //! - [`Trajectory`], [`Turn`] and [`Step`], what a rollout records (with the [`TokenTrace`] of
 //!   a response sampled under constrained decoding), and [`replay_trajectory`], which re-runs
-//!   one against an env and finds the first difference;
+//!   one against an env and finds the first difference, and [`fork`], which rebuilds the state
+//!   after any recorded step the same way;
 //! - [`RewardFunction`], what scores a trajectory;
 //! - the plugin [`Manifest`] and the interface version rule ([`version`]);
 //! - [`check_env`] and [`check_reward`], the conformance checkers every plugin runs through,
@@ -27,6 +28,7 @@ pub mod check_expert;
 pub mod check_reward;
 pub mod env;
 pub mod failure;
+pub mod fork;
 pub mod manifest;
 pub mod plugin_file;
 pub mod replay;
@@ -42,6 +44,7 @@ pub use check_expert::{ExpertEpisode, follow_expert};
 pub use check_reward::check_reward;
 pub use env::{Env, EnvCallError, EnvStats, NativeEnv};
 pub use failure::{EpisodeFailure, PluginFailure, PluginFailureKind};
+pub use fork::{ForkError, ForkPoint, Forked, fork, fork_in_place, record_actions};
 pub use manifest::{Capabilities, MANIFEST_SECTION, Manifest, ManifestLimits, PluginKind};
 pub use plugin_file::{MAX_PLUGIN_BYTES, PluginFileError, read_plugin_file};
 pub use ragen_gym_sdk::{

@@ -28,6 +28,27 @@ pub struct Divergence {
     pub replayed: String,
 }
 
+/// One line: where (`turn T, step K (action "A")`, `reset` or `end of trajectory`), the field,
+/// and both values.
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.turn, self.step) {
+            (Some(t), Some(k)) => write!(f, "turn {t}, step {k}")?,
+            (Some(t), None) => write!(f, "turn {t}")?,
+            (None, _) if self.field == "reset" => write!(f, "reset")?,
+            (None, _) => write!(f, "end of trajectory")?,
+        }
+        if let Some(a) = &self.action {
+            write!(f, " (action {a:?})")?;
+        }
+        write!(
+            f,
+            ": {} recorded {:?}, replayed {:?}",
+            self.field, self.recorded, self.replayed
+        )
+    }
+}
+
 /// What a successful replay covered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplaySummary {
@@ -48,7 +69,10 @@ fn same_f64(a: f64, b: f64) -> bool {
 }
 
 /// The first field of two step results that differs, as (field, recorded, replayed).
-fn step_difference(rec: &StepResult, got: &StepResult) -> Option<(&'static str, String, String)> {
+pub(crate) fn step_difference(
+    rec: &StepResult,
+    got: &StepResult,
+) -> Option<(&'static str, String, String)> {
     let flag = |name, a: bool, b: bool| (a != b).then(|| (name, a.to_string(), b.to_string()));
     if rec.observation != got.observation {
         return Some((

@@ -156,7 +156,7 @@ pub struct Estimates {
 }
 
 /// Token rewards, the KL penalty in the reward (when `use_kl_in_reward` and a reference exists),
-/// then GAE with whitening or GRPO. Returns `(advantages, returns)` and adds
+/// then GAE with whitening, GRPO, or GRPO plus GiGPO's step level ([`crate::gigpo`]). Returns `(advantages, returns)` and adds
 /// `critic/{advantages,returns,values}/{mean,max,min}` over the trained positions.
 pub fn advantages(
     alg: &AlgorithmConfig,
@@ -193,17 +193,21 @@ pub fn advantages(
             masked_whiten(&mut adv, &masks);
             (adv, ret)
         }
-        AdvEstimator::Grpo => {
+        AdvEstimator::Grpo | AdvEstimator::Gigpo => {
             let scores: Vec<f64> = rewards
                 .iter()
                 .map(|r| r.iter().map(|x| f64::from(*x)).sum())
                 .collect();
             let a = grpo_outcome(&scores, alg.norm_adv_by_std_in_grpo, 1e-6);
-            let adv: Vec<Vec<f32>> = masks
-                .iter()
-                .zip(&a)
-                .map(|(mask, a)| mask.iter().map(|w| w * *a as f32).collect())
-                .collect();
+            let adv: Vec<Vec<f32>> = if alg.adv_estimator == AdvEstimator::Gigpo {
+                crate::gigpo::advantages(samples, &a, &alg.gigpo, m)
+            } else {
+                masks
+                    .iter()
+                    .zip(&a)
+                    .map(|(mask, a)| mask.iter().map(|w| w * *a as f32).collect())
+                    .collect()
+            };
             (adv.clone(), adv)
         }
     };
@@ -514,6 +518,7 @@ mod tests {
             rollout_logp: Vec::new(),
             group: 0,
             index: 0,
+            turns: Vec::new(),
         }
     }
 

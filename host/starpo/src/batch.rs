@@ -45,6 +45,23 @@ pub struct TrainSample {
     pub group: usize,
     /// Index of the trajectory in the rollout.
     pub index: usize,
+    /// Each turn's state, reward and response positions, in order (GiGPO's steps).
+    pub turns: Vec<TurnStep>,
+}
+
+/// One turn of a sample as GiGPO's step level sees it (`crate::gigpo`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnStep {
+    /// The response positions of the turn's assistant segment: from the one predicting its first
+    /// token to the one predicting the token after it, cut to the sample's positions. Whatever
+    /// the loss mask trains of the turn lies inside.
+    pub positions: std::ops::Range<usize>,
+    /// The observation the turn answered (the anchor state).
+    pub anchor: String,
+    /// The turn's reward: its env reward, its share of the format penalty (unless
+    /// `use_turn_scores` leaves the penalty out) and, on the last turn, the reward functions'
+    /// score; the turns' rewards add up to the trajectory's raw score.
+    pub reward: f64,
 }
 
 impl TrainSample {
@@ -93,6 +110,7 @@ pub fn build_sample(
     } else {
         token_rewards[l - 2] = score as f32;
     }
+    let turns = turn_steps(traj, &seq, use_turn_scores);
     Ok(Some(TrainSample {
         input_ids: seq.ids,
         loss_mask: trained.loss_mask,
@@ -101,7 +119,37 @@ pub fn build_sample(
         rollout_logp: trained.rollout_logp,
         group: traj.group,
         index,
+        turns,
     }))
+}
+
+/// The [`TurnStep`]s of `traj` encoded as `seq`. An assistant segment of tokens `[s, e)` is
+/// trained at positions `s..e` (RAGEN's mask) or `s - 1..e - 1` (the chosen tokens), so the turn
+/// spans `s - 1..e`; the user message between two turns keeps the spans apart.
+fn turn_steps(traj: &Trajectory, seq: &Sequence, use_turn_scores: bool) -> Vec<TurnStep> {
+    let positions = seq.ids.len() - 1;
+    let last = traj.turns.len() - 1;
+    let penalised = traj.turns.iter().filter(|t| t.format_penalty).count();
+    let penalty = if use_turn_scores { 0.0 } else { traj.penalty };
+    // The penalty is shared by the turns that drew it (all on the last turn if none is marked).
+    let penalty_of = |i: usize, t: &ragen_gym_core::Turn| match penalised {
+        0 if i == last => penalty,
+        0 => 0.0,
+        n if t.format_penalty => penalty / n as f64,
+        _ => 0.0,
+    };
+    traj.turns
+        .iter()
+        .zip(seq.starts.iter().zip(&seq.ends))
+        .enumerate()
+        .map(|(i, (t, (s, e)))| TurnStep {
+            positions: s.saturating_sub(1)..(*e).min(positions),
+            anchor: t.observation.clone(),
+            reward: t.env_reward
+                + penalty_of(i, t)
+                + if i == last { traj.extra_reward } else { 0.0 },
+        })
+        .collect()
 }
 
 /// Which positions of a sequence are trained, as [`TrainSample`] holds them.
@@ -118,6 +166,8 @@ struct Sequence {
     assistant: Vec<bool>,
     /// The origin and sampler log-prob of each token of a sampled response (None elsewhere).
     origins: Vec<Option<(TokenOrigin, f32)>>,
+    /// The start (token index) of each assistant segment.
+    starts: Vec<usize>,
     /// The end (exclusive token index) of each assistant segment.
     ends: Vec<usize>,
 }
@@ -129,6 +179,7 @@ impl Sequence {
             ids: Vec::new(),
             assistant: Vec::new(),
             origins: Vec::new(),
+            starts: Vec::new(),
             ends: Vec::new(),
         };
         for m in messages {
@@ -147,6 +198,9 @@ impl Sequence {
             seq.assistant
                 .extend(std::iter::repeat_n(is_assistant, t.len()));
             seq.origins.extend(o);
+            if is_assistant {
+                seq.starts.push(seq.ids.len());
+            }
             seq.ids.extend(t);
             if is_assistant {
                 seq.ends.push(seq.ids.len());
@@ -374,6 +428,49 @@ mod tests {
         assert!((s.token_rewards[l - 2] - 2.9).abs() < 1e-6);
         assert_eq!(s.token_rewards.iter().filter(|r| **r != 0.0).count(), 1);
         assert_eq!(s.group, 3);
+    }
+
+    #[test]
+    fn turn_steps_span_each_assistant_segment_and_add_up_to_the_score() {
+        // Segments: system, user, assistant(ab), user, assistant(c). Assistant tokens [s, e) are
+        // trained at s..e (RAGEN's mask) or s-1..e-1 (chosen tokens): each turn spans s-1..e,
+        // cut to the L-1 positions.
+        let mut t = traj(vec![turn("ab", 1.0), turn("c", 2.0)]);
+        t.turns[0].observation = "s0".into();
+        t.turns[1].observation = "s1".into();
+        t.turns[1].format_penalty = true;
+        t.extra_reward = 0.5;
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), false)
+            .unwrap()
+            .unwrap();
+        let (_, lens) = seg_lens(&t);
+        let a0 = lens[0] + lens[1];
+        let a1 = a0 + lens[2] + lens[3];
+        let l = s.input_ids.len();
+        let spans: Vec<_> = s.turns.iter().map(|t| t.positions.clone()).collect();
+        assert_eq!(spans, vec![a0 - 1..a0 + lens[2], a1 - 1..l - 1]);
+        for (j, w) in s.loss_mask.iter().enumerate() {
+            if *w > 0.0 {
+                assert!(spans.iter().any(|r| r.contains(&j)), "position {j}");
+            }
+        }
+        assert_eq!(s.turns[0].anchor, "s0");
+        assert_eq!(s.turns[1].anchor, "s1");
+        // turn 0: its env reward 1; turn 1: 2, the penalty -0.1 it drew, the reward functions'
+        // 0.5: 2.4. Together the raw score 1 + 2 - 0.1 + 0.5 = 3.4.
+        assert_eq!(s.turns[0].reward, 1.0);
+        assert!((s.turns[1].reward - 2.4).abs() < 1e-12);
+        // with turn scores the penalty stays out, as in the trajectory's raw score
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), true)
+            .unwrap()
+            .unwrap();
+        assert!((s.turns[1].reward - 2.5).abs() < 1e-12);
+        // a penalty no turn is marked with goes on the last turn
+        t.turns[1].format_penalty = false;
+        let s = build_sample(&CHAR_TOK, &prompt(), &t, 0, t.score(), false)
+            .unwrap()
+            .unwrap();
+        assert!((s.turns[1].reward - 2.4).abs() < 1e-12);
     }
 
     #[test]

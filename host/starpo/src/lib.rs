@@ -4,7 +4,8 @@
 //! state manager) with [`prompt`] (the context manager: layout, parser, tokenizer interface),
 //! [`rewards`] (reward functions, score normalisation), [`failure_policy`] (failing plugins),
 //! [`filter`] (StarPO-S), [`batch`]
-//! (training sequences and masks), [`advantages`] (log-probs, GAE / GRPO), [`losses`] and
+//! (training sequences and masks), [`advantages`] (log-probs, GAE / GRPO) with [`gigpo`]
+//! (step-level advantages), [`losses`] and
 //! [`update`] (PPO), [`validation`]; [`trainer`] runs them and emits [`events`]. [`sft`] fine-tunes
 //! on an env expert's demonstrations before RL. Semantics follow
 //! RAGEN v1 (arXiv 2504.20073), summarised in `docs/ragen-semantics.md`.
@@ -29,6 +30,7 @@ pub mod error;
 pub mod events;
 pub mod failure_policy;
 pub mod filter;
+pub mod gigpo;
 #[cfg(feature = "trainer")]
 pub mod losses;
 pub mod metrics;

@@ -60,6 +60,7 @@ mod tests {
             rollout_logp: Vec::new(),
             group: 0,
             index: 0,
+            turns: Vec::new(),
         }
     }
 

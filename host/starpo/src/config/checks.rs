@@ -90,6 +90,13 @@ impl Config {
                 ));
             }
         }
+        let g = &self.algorithm.gigpo;
+        if !(0.0..=1.0).contains(&g.gamma) || !g.step_advantage_w.is_finite() {
+            return bad(format!(
+                "algorithm.gigpo.gamma must be in [0, 1] and step_advantage_w finite, got {} and {}",
+                g.gamma, g.step_advantage_w
+            ));
+        }
         if self.rollout.response_length == 0 || self.rollout.generation_batch_size == 0 {
             return bad(
                 "rollout.response_length and generation_batch_size must be positive".into(),

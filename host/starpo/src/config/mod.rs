@@ -261,6 +261,31 @@ pub struct AlgorithmConfig {
     pub use_kl_in_reward: bool,
     pub kl_coef: f64,
     pub kl_penalty: KlType,
+    pub gigpo: GigpoConfig,
+}
+
+/// `[algorithm.gigpo]`: GiGPO's step level (arXiv 2505.10978, Eqs. 5-8; verl-agent
+/// `gigpo/core_gigpo.py`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
+pub struct GigpoConfig {
+    pub gamma: f64,
+    pub step_advantage_w: f64,
+    pub mode: GigpoMode,
+}
+
+/// How GiGPO normalises a step group's returns (verl-agent `algorithm.gigpo.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GigpoMode {
+    /// `G - mean` (the paper's normalising factor fixed to 1).
+    MeanNorm,
+    /// `(G - mean) / (std + 1e-6)`, unbiased std; std 1 in a group of one.
+    MeanStdNorm,
 }
 
 /// Advantage estimator (RAGEN `algorithm.adv_estimator`).
@@ -271,6 +296,9 @@ pub enum AdvEstimator {
     Gae,
     /// Group-relative outcome advantage, no critic.
     Grpo,
+    /// GRPO's episode advantage plus GiGPO's step-level advantage over anchor-state groups
+    /// ([`crate::gigpo`]), no critic.
+    Gigpo,
 }
 
 /// KL estimator (Schulman's k1 / k3).
