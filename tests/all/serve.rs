@@ -14,7 +14,13 @@ use std::path::Path;
 use std::time::Duration;
 
 /// One HTTP/1.1 request (`Connection: close`); the status and the body.
-fn http(addr: SocketAddr, method: &str, path: &str, auth: Option<&str>, body: &str) -> (u16, String) {
+fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    auth: Option<&str>,
+    body: &str,
+) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let auth = auth.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
@@ -33,8 +39,17 @@ fn http(addr: SocketAddr, method: &str, path: &str, auth: Option<&str>, body: &s
 }
 
 fn post(addr: SocketAddr, body: &Value) -> (u16, Value) {
-    let (status, text) = http(addr, "POST", "/v1/chat/completions", None, &body.to_string());
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    let (status, text) = http(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        None,
+        &body.to_string(),
+    );
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 /// A server for `model` on a free loopback port.
@@ -62,19 +77,37 @@ fn serve_answers_in_openais_shapes_samples_as_in_process_and_names_bad_fields() 
     let model = crate::tiny_model(dir.path());
     let s = start(&model, "tiny", |a| a.max_body_bytes = 4096);
     let (st, health) = http(s.addr, "GET", "/health", None, "");
-    assert_eq!((st, &serde_json::from_str::<Value>(&health).unwrap()["status"]), (200, &json!("ok")));
+    assert_eq!(
+        (
+            st,
+            &serde_json::from_str::<Value>(&health).unwrap()["status"]
+        ),
+        (200, &json!("ok"))
+    );
     let (st, models) = http(s.addr, "GET", "/v1/models", None, "");
     assert_eq!(st, 200);
-    assert_eq!(serde_json::from_str::<Value>(&models).unwrap()["data"][0]["id"], "tiny");
+    assert_eq!(
+        serde_json::from_str::<Value>(&models).unwrap()["data"][0]["id"],
+        "tiny"
+    );
 
     // sampled choices are those of in-process sampling with the same seed: choice j is stream j
-    let (st, r) = post(s.addr, &chat(json!({"temperature": 1.0, "seed": 5, "n": 2,
-        "max_tokens": 12, "logprobs": true})));
+    let (st, r) = post(
+        s.addr,
+        &chat(json!({"temperature": 1.0, "seed": 5, "n": 2,
+        "max_tokens": 12, "logprobs": true})),
+    );
     assert_eq!(st, 200, "{r}");
     let (m, tok, _) = load_model(&model.display().to_string(), &pol::Device::Cpu).unwrap();
     let tok = &tok;
     let prompt = tok
-        .encode_chat(&[pol::Message::system(SYSTEM), pol::Message::user("Which way?")], true)
+        .encode_chat(
+            &[
+                pol::Message::system(SYSTEM),
+                pol::Message::user("Which way?"),
+            ],
+            true,
+        )
         .unwrap();
     let params = pol::SamplingParams {
         temperature: 1.0,
@@ -91,9 +124,16 @@ fn serve_answers_in_openais_shapes_samples_as_in_process_and_names_bad_fields() 
         assert_eq!(c["index"], j);
         assert_eq!(c["message"]["role"], "assistant");
         assert_eq!(c["message"]["content"], l.text.as_str(), "choice {j}");
-        let lps: Vec<f64> = c["logprobs"]["content"].as_array().unwrap().iter()
-            .map(|t| t["logprob"].as_f64().unwrap()).collect();
-        assert_eq!(lps.len(), l.tokens.len() - usize::from(l.finish_reason == pol::FinishReason::Stop));
+        let lps: Vec<f64> = c["logprobs"]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["logprob"].as_f64().unwrap())
+            .collect();
+        assert_eq!(
+            lps.len(),
+            l.tokens.len() - usize::from(l.finish_reason == pol::FinishReason::Stop)
+        );
         // the server shares prefixes (sample_cached): log-probs within float rounding
         for (a, b) in lps.iter().zip(&l.logprobs) {
             assert!((a - f64::from(*b)).abs() < 1e-4, "{a} vs {b}");
@@ -101,8 +141,11 @@ fn serve_answers_in_openais_shapes_samples_as_in_process_and_names_bad_fields() 
     }
     assert_ne!(r["choices"][0]["message"], r["choices"][1]["message"]);
     let completion: usize = local.iter().map(|l| l.tokens.len()).sum();
-    assert_eq!(r["usage"], json!({"prompt_tokens": prompt.len(), "completion_tokens": completion,
-        "total_tokens": prompt.len() + completion}));
+    assert_eq!(
+        r["usage"],
+        json!({"prompt_tokens": prompt.len(), "completion_tokens": completion,
+        "total_tokens": prompt.len() + completion})
+    );
 
     // streaming: the same text in chat.completion.chunk events, then [DONE]
     let greedy = chat(json!({"temperature": 0, "max_tokens": 10}));
@@ -110,15 +153,36 @@ fn serve_answers_in_openais_shapes_samples_as_in_process_and_names_bad_fields() 
     let mut streamed = greedy.clone();
     streamed["stream"] = json!(true);
     streamed["stream_options"] = json!({"include_usage": true});
-    let (st, events) = http(s.addr, "POST", "/v1/chat/completions", None, &streamed.to_string());
+    let (st, events) = http(
+        s.addr,
+        "POST",
+        "/v1/chat/completions",
+        None,
+        &streamed.to_string(),
+    );
     assert_eq!(st, 200);
-    let data: Vec<&str> = events.split("\n\n").filter_map(|e| e.strip_prefix("data: ")).collect();
+    let data: Vec<&str> = events
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .collect();
     assert_eq!(data.last(), Some(&"[DONE]"));
-    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
-    let text: String = chunks.iter()
-        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
-    assert_eq!(text, whole["choices"][0]["message"]["content"].as_str().unwrap());
-    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(
+        text,
+        whole["choices"][0]["message"]["content"].as_str().unwrap()
+    );
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk")
+    );
     assert_eq!(chunks.last().unwrap()["usage"], whole["usage"]);
 
     // bad requests: OpenAI-shaped errors naming the field
@@ -129,7 +193,10 @@ fn serve_answers_in_openais_shapes_samples_as_in_process_and_names_bad_fields() 
         (json!({"n": 0}), "n"),
         (json!({"stop": 3}), "stop"),
         (json!({"seed": "x"}), "seed"),
-        (json!({"messages": [{"role": "tool", "content": "x"}]}), "messages[0].role"),
+        (
+            json!({"messages": [{"role": "tool", "content": "x"}]}),
+            "messages[0].role",
+        ),
     ] {
         let (st, e) = post(s.addr, &chat(extra.clone()));
         assert_eq!(st, 400, "{extra}: {e}");
@@ -141,9 +208,15 @@ fn serve_answers_in_openais_shapes_samples_as_in_process_and_names_bad_fields() 
     let (st, e) = http(s.addr, "POST", "/v1/chat/completions", None, "{\"model\": ");
     assert_eq!(st, 400, "{e}");
     let long = "x".repeat(5000);
-    let (st, e) = post(s.addr, &chat(json!({"messages": [{"role": "user", "content": long}]})));
+    let (st, e) = post(
+        s.addr,
+        &chat(json!({"messages": [{"role": "user", "content": long}]})),
+    );
     assert_eq!(st, 413, "{e}");
-    assert!(e["error"]["message"].as_str().unwrap().contains("4096"), "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("4096"),
+        "{e}"
+    );
     let (st, e) = http(s.addr, "GET", "/v2/nothing", None, "");
     assert_eq!(st, 404);
     assert!(e.contains("/v2/nothing"), "{e}");
@@ -163,8 +236,14 @@ fn a_key_guards_v1_and_only_loopback_goes_without_one() {
     assert_eq!(http(s.addr, "GET", "/v1/models", Some("wrong"), "").0, 401);
     assert_eq!(http(s.addr, "GET", "/v1/models", Some(&key), "").0, 200);
     let body = chat(json!({"temperature": 0, "max_tokens": 2})).to_string();
-    assert_eq!(http(s.addr, "POST", "/v1/chat/completions", None, &body).0, 401);
-    assert_eq!(http(s.addr, "POST", "/v1/chat/completions", Some(&key), &body).0, 200);
+    assert_eq!(
+        http(s.addr, "POST", "/v1/chat/completions", None, &body).0,
+        401
+    );
+    assert_eq!(
+        http(s.addr, "POST", "/v1/chat/completions", Some(&key), &body).0,
+        200
+    );
     assert_eq!(http(s.addr, "GET", "/health", None, "").0, 200);
     let mut open = serve::Args::for_model(&model.display().to_string());
     open.host = "0.0.0.0".parse().unwrap();
@@ -177,29 +256,47 @@ fn concurrent_requests_share_sampler_calls_and_a_gone_client_frees_its_slot() {
     let dir = tempfile::tempdir().unwrap();
     let model = crate::tiny_model(dir.path());
     let s = start(&model, "tiny", |a| a.batch_window_ms = 300);
-    let ask = |i: usize| chat(json!({"temperature": 0, "max_tokens": 6,
-        "messages": [{"role": "user", "content": format!("Question {i}?")}]}));
-    let alone: Vec<Value> = (0..6).map(|i| post(s.addr, &ask(i)).1["choices"].clone()).collect();
+    let ask = |i: usize| {
+        chat(json!({"temperature": 0, "max_tokens": 6,
+        "messages": [{"role": "user", "content": format!("Question {i}?")}]}))
+    };
+    let alone: Vec<Value> = (0..6)
+        .map(|i| post(s.addr, &ask(i)).1["choices"].clone())
+        .collect();
     let calls_before = health(s.addr)["sampler_calls"].as_u64().unwrap();
     let together: Vec<Value> = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..6).map(|i| sc.spawn(move || post(s.addr, &ask(i)).1["choices"].clone())).collect();
+        let hs: Vec<_> = (0..6)
+            .map(|i| sc.spawn(move || post(s.addr, &ask(i)).1["choices"].clone()))
+            .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert_eq!(together, alone);
     let h = health(s.addr);
     let calls = h["sampler_calls"].as_u64().unwrap() - calls_before;
-    assert!(calls < 6 && h["peak_rows_per_call"].as_u64().unwrap() >= 2, "{h}");
+    assert!(
+        calls < 6 && h["peak_rows_per_call"].as_u64().unwrap() >= 2,
+        "{h}"
+    );
 
     // a client that sends a request and goes away inside the batching window: dropped
     let mut c = TcpStream::connect(s.addr).unwrap();
     let body = ask(9).to_string();
-    write!(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-        Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    write!(
+        c,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+        Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
     std::thread::sleep(Duration::from_millis(50));
     drop(c);
-    assert!(crate::servers::wait_until(Duration::from_secs(5), || {
-        health(s.addr)["dropped_requests"] == 1
-    }), "{}", health(s.addr));
+    assert!(
+        crate::servers::wait_until(Duration::from_secs(5), || {
+            health(s.addr)["dropped_requests"] == 1
+        }),
+        "{}",
+        health(s.addr)
+    );
 }
 
 fn health(addr: SocketAddr) -> Value {
@@ -210,8 +307,14 @@ fn health(addr: SocketAddr) -> Value {
 /// through the API; the run directory's trajectories.
 fn eval_run(env: &str, model: &str, base_url: Option<String>, set: &[&str]) -> Vec<Value> {
     let run = tempfile::tempdir().unwrap();
-    let mut sets: Vec<String> = ["rollout.val_temperature=0", "rollout.constrained_actions=false"]
-        .iter().chain(set).map(|s| s.to_string()).collect();
+    let mut sets: Vec<String> = [
+        "rollout.val_temperature=0",
+        "rollout.constrained_actions=false",
+    ]
+    .iter()
+    .chain(set)
+    .map(|s| s.to_string())
+    .collect();
     sets.sort();
     let args = eval::Args {
         env: env.into(),
@@ -247,8 +350,12 @@ fn episodes(trajs: &[Value]) -> Vec<Value> {
     trajs
         .iter()
         .map(|t| {
-            let turns: Vec<Value> = t["turns"].as_array().unwrap().iter()
-                .map(|u| json!([u["response"], u["actions"]])).collect();
+            let turns: Vec<Value> = t["turns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| json!([u["response"], u["actions"]]))
+                .collect();
             json!({"seed": t["seed"], "turns": turns, "success": t["success"]})
         })
         .collect()
@@ -271,20 +378,42 @@ fn greedy_eval_through_serve_plays_the_in_process_episodes() {
     // a tiny random model on two-turn Sokoban: the same responses, actions and successes
     let dir = tempfile::tempdir().unwrap();
     let model = crate::tiny_model(dir.path());
-    let eps = same_both_ways("sokoban", &model, &["es_manager.val.env_groups=4", "rollout.response_length=24"]);
+    let eps = same_both_ways(
+        "sokoban",
+        &model,
+        &["es_manager.val.env_groups=4", "rollout.response_length=24"],
+    );
     assert_eq!(eps.len(), 4);
-    assert!(eps.iter().all(|e| e["turns"].as_array().unwrap().len() == 2), "{eps:?}");
-    // the default model (SmolLM2-135M) answers the Bandit with real actions
-    let eps = same_both_ways("bandit", &pol::default_model_path(), &["es_manager.val.env_groups=8"]);
-    let acted = eps.iter().filter(|e| e["turns"][0][1] != json!([])).count();
-    assert!(acted > 0, "{eps:?}");
+    assert!(
+        eps.iter()
+            .all(|e| e["turns"].as_array().unwrap().len() == 2),
+        "{eps:?}"
+    );
+    // the default model (SmolLM2-135M): the same text both ways. Greedy and unconstrained it
+    // rarely closes its answer (it repeats the prompt's "Dragon, Phoenix" line), so most
+    // episodes take no action; what is compared is the text the model wrote.
+    let eps = same_both_ways(
+        "bandit",
+        &pol::default_model_path(),
+        &["es_manager.val.env_groups=8"],
+    );
+    assert_eq!(eps.len(), 8);
+    assert!(
+        eps.iter()
+            .all(|e| e["turns"][0][0].as_str().is_some_and(|r| r.len() > "<answer>".len())),
+        "{eps:?}"
+    );
 }
 
 #[test]
 fn the_openai_python_client_chats_with_serve() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let python = root.join(".venv/bin/python");
-    assert!(python.exists(), "{} missing: run scripts/setup.sh", python.display());
+    assert!(
+        python.exists(),
+        "{} missing: run scripts/setup.sh",
+        python.display()
+    );
     let dir = tempfile::tempdir().unwrap();
     let model = crate::tiny_model(dir.path());
     let s = start(&model, "tiny", |_| {});
@@ -293,7 +422,11 @@ fn the_openai_python_client_chats_with_serve() {
         .args([s.base_url(), "tiny".into()])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let (_, direct) = post(s.addr, &chat(json!({"temperature": 0, "max_tokens": 10})));
     assert_eq!(v["models"], json!(["tiny"]));
@@ -301,7 +434,11 @@ fn the_openai_python_client_chats_with_serve() {
     assert_eq!(v["streamed"], v["content"]);
     assert_eq!(v["usage"], direct["usage"]);
     assert_eq!(v["stream_usage"], direct["usage"]);
-    assert_eq!(v["logprobs"], direct["usage"]["completion_tokens"].as_u64().unwrap() - u64::from(v["finish_reason"] == "stop"));
+    assert_eq!(
+        v["logprobs"],
+        direct["usage"]["completion_tokens"].as_u64().unwrap()
+            - u64::from(v["finish_reason"] == "stop")
+    );
     assert_eq!(v["error"]["status"], 400);
     assert_eq!(v["error"]["body"]["param"], "top_p");
 }

@@ -160,7 +160,8 @@ impl ModelConfig {
         self.family() == Family::Llama && self.attention_bias.unwrap_or(false)
     }
 
-    /// A tiny Llama-shaped config for fast tests and benchmarks of the plumbing.
+    /// A tiny Llama-shaped config for fast tests and benchmarks of the plumbing; its context (2048)
+    /// holds a two-turn Sokoban prompt, which `serve` refuses beyond the context.
     pub fn tiny(vocab_size: usize) -> Self {
         Self {
             architectures: vec!["LlamaForCausalLM".into()],
@@ -174,7 +175,7 @@ impl ModelConfig {
             head_dim: None,
             rms_norm_eps: 1e-5,
             rope_theta: 10_000.0,
-            max_position_embeddings: 512,
+            max_position_embeddings: 2048,
             tie_word_embeddings: true,
             attention_bias: None,
             bos_token_id: None,

@@ -76,8 +76,7 @@ pub fn sample_seeded(
             out
         }
         None => {
-            let (first, mut step) =
-                padded_session(model, tokenizer, prompts, PREFILL_SCORE_BYTES)?;
+            let (first, mut step) = padded_session(model, tokenizer, prompts, PREFILL_SCORE_BYTES)?;
             decode(first, rngs, params, tokenizer, None, &mut *step)
         }
     }
@@ -111,7 +110,10 @@ mod tests {
             ..params.clone()
         };
         let rows = [
-            RowSeed { seed: 77, stream: 0 },
+            RowSeed {
+                seed: 77,
+                stream: 0,
+            },
             RowSeed { seed: 5, stream: 1 },
             RowSeed { seed: 5, stream: 0 },
         ];

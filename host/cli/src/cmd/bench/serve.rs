@@ -89,9 +89,14 @@ fn request(addr: SocketAddr, body: &str) -> anyhow::Result<(f64, usize)> {
     s.read_to_string(&mut raw)?;
     let latency = t.elapsed().as_secs_f64();
     let (head, body) = raw.split_once("\r\n\r\n").context("no HTTP response")?;
-    anyhow::ensure!(head.starts_with("HTTP/1.1 200"), "serve answered {head}: {body}");
+    anyhow::ensure!(
+        head.starts_with("HTTP/1.1 200"),
+        "serve answered {head}: {body}"
+    );
     let v: serde_json::Value = serde_json::from_str(body)?;
-    let tokens = v["usage"]["completion_tokens"].as_u64().context("no usage")?;
+    let tokens = v["usage"]["completion_tokens"]
+        .as_u64()
+        .context("no usage")?;
     Ok((latency, tokens as usize))
 }
 
@@ -114,7 +119,10 @@ fn via_server(addr: SocketAddr, name: &str, a: &ServeArgs, qs: &[String]) -> any
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("client thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client thread"))
+            .collect()
     });
     let mut side = Side {
         wall: t.elapsed(),
@@ -163,7 +171,8 @@ fn in_process(
             pol::sample(model, tok, chunk, &params)?
         };
         let latency = c.elapsed().as_secs_f64();
-        side.latencies.extend(std::iter::repeat_n(latency, chunk.len()));
+        side.latencies
+            .extend(std::iter::repeat_n(latency, chunk.len()));
         side.tokens += out.iter().map(|s| s.tokens.len()).sum::<usize>();
     }
     side.wall = t.elapsed();
@@ -218,7 +227,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
                 s.percentile(0.99)
             );
         }
-        println!("ratio       {ratio:.2}x (serve / in-process batch-{})", a.clients);
+        println!(
+            "ratio       {ratio:.2}x (serve / in-process batch-{})",
+            a.clients
+        );
     }
     Ok(())
 }

@@ -257,7 +257,10 @@ mod tests {
             Message::text(Role::Assistant, "<answer>Up</answer>"),
         ];
         let ids = ChatCode.encode_prompt(&msgs, "<think>").unwrap();
-        assert_eq!(ChatCode::decode(&ids).unwrap(), (msgs, "<think>".to_string()));
+        assert_eq!(
+            ChatCode::decode(&ids).unwrap(),
+            (msgs, "<think>".to_string())
+        );
         assert!(ChatCode::decode(&[7]).is_err());
     }
 
@@ -276,9 +279,15 @@ mod tests {
             "x</think><answer>Up"
         );
         assert_eq!(restore_stop(c("no answer", "stop"), true, ""), "no answer");
-        assert_eq!(restore_stop(c("<answer>Up", "stop"), false, ""), "<answer>Up");
+        assert_eq!(
+            restore_stop(c("<answer>Up", "stop"), false, ""),
+            "<answer>Up"
+        );
         // the answer opened in the continued prefix
-        assert_eq!(restore_stop(c(" Up", "stop"), true, "<answer>"), " Up</answer>");
+        assert_eq!(
+            restore_stop(c(" Up", "stop"), true, "<answer>"),
+            " Up</answer>"
+        );
         assert_eq!(restore_stop(c(" Up", "stop"), true, "<think>"), " Up");
     }
 }

@@ -278,8 +278,11 @@ mod tests {
         for j in [j1, j2, j3, j4] {
             b.submit(j).unwrap();
         }
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let got = |r: oneshot::Receiver<_>| rt.block_on(r).unwrap().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let got =
+            |r: oneshot::Receiver<Result<Vec<Sample>, String>>| rt.block_on(r).unwrap().unwrap();
         let s1: Vec<Sample> = got(r1);
         assert_eq!(
             s1.iter().map(|s| s.tokens.clone()).collect::<Vec<_>>(),
@@ -312,7 +315,12 @@ mod tests {
         b.submit(j2).unwrap();
         let (j3, _r3) = job(3, 0.0, 1);
         assert!(matches!(b.submit(j3), Err(SubmitError::Full(1))));
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        assert_eq!(rt.block_on(r1).unwrap().unwrap_err(), "the sampler panicked");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert_eq!(
+            rt.block_on(r1).unwrap().unwrap_err(),
+            "the sampler panicked"
+        );
     }
 }

@@ -174,10 +174,18 @@ fn sampler(
     tokenizer: pol::Tokenizer,
     cache_bytes: usize,
 ) -> impl FnMut(Call<'_>) -> Result<Vec<pol::Sample>, String> + Send + 'static {
-    let mut cache = (cache_bytes > 0 && model.shares_prefixes()).then(|| pol::PrefixCache::new(cache_bytes));
+    let mut cache =
+        (cache_bytes > 0 && model.shares_prefixes()).then(|| pol::PrefixCache::new(cache_bytes));
     move |c: Call<'_>| {
-        pol::sample_seeded(&model, &tokenizer, &c.prompts, c.params, &c.rows, cache.as_mut())
-            .map_err(|e| e.to_string())
+        pol::sample_seeded(
+            &model,
+            &tokenizer,
+            &c.prompts,
+            c.params,
+            &c.rows,
+            cache.as_mut(),
+        )
+        .map_err(|e| e.to_string())
     }
 }
 

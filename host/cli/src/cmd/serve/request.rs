@@ -143,7 +143,12 @@ fn messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ApiError> {
 
 /// `stop`: a string or an array of at most 4 non-empty strings (OpenAI's limit).
 fn stop(obj: &Map<String, Value>) -> Result<Vec<String>, ApiError> {
-    let bad = || ApiError::field("stop", "`stop` must be a string or up to 4 non-empty strings");
+    let bad = || {
+        ApiError::field(
+            "stop",
+            "`stop` must be a string or up to 4 non-empty strings",
+        )
+    };
     let list = match get(obj, "stop") {
         None => return Ok(Vec::new()),
         Some(Value::String(s)) => vec![s.clone()],
@@ -315,7 +320,10 @@ mod tests {
         assert_eq!(r.sampling.max_tokens, 512);
         assert!(!r.max_tokens_given);
         assert_eq!(r.sampling.stop, vec!["</answer>".to_string()]);
-        assert_eq!((r.seed, r.n, r.logprobs, r.stream), (Some(7), 2, true, false));
+        assert_eq!(
+            (r.seed, r.n, r.logprobs, r.stream),
+            (Some(7), 2, true, false)
+        );
         let r = parse(
             br#"{"model":"m","messages":[{"role":"user","content":"q"},
                 {"role":"assistant","content":"<answer>"}],"continue_final_message":true,
@@ -331,19 +339,40 @@ mod tests {
     #[test]
     fn every_bad_field_is_named() {
         let m = r#""model":"m","messages":[{"role":"user","content":"q"}]"#;
-        assert_eq!(err_param(&format!(r#"{{{m},"temperature":3}}"#)), "temperature");
-        assert_eq!(err_param(&format!(r#"{{{m},"temperature":"hot"}}"#)), "temperature");
+        assert_eq!(
+            err_param(&format!(r#"{{{m},"temperature":3}}"#)),
+            "temperature"
+        );
+        assert_eq!(
+            err_param(&format!(r#"{{{m},"temperature":"hot"}}"#)),
+            "temperature"
+        );
         assert_eq!(err_param(&format!(r#"{{{m},"top_p":0}}"#)), "top_p");
-        assert_eq!(err_param(&format!(r#"{{{m},"max_tokens":513}}"#)), "max_tokens");
-        assert_eq!(err_param(&format!(r#"{{{m},"max_tokens":-1}}"#)), "max_tokens");
+        assert_eq!(
+            err_param(&format!(r#"{{{m},"max_tokens":513}}"#)),
+            "max_tokens"
+        );
+        assert_eq!(
+            err_param(&format!(r#"{{{m},"max_tokens":-1}}"#)),
+            "max_tokens"
+        );
         assert_eq!(err_param(&format!(r#"{{{m},"n":9}}"#)), "n");
         assert_eq!(err_param(&format!(r#"{{{m},"seed":-3}}"#)), "seed");
         assert_eq!(err_param(&format!(r#"{{{m},"stop":[1]}}"#)), "stop");
-        assert_eq!(err_param(&format!(r#"{{{m},"stop":["a","b","c","d","e"]}}"#)), "stop");
-        assert_eq!(err_param(&format!(r#"{{{m},"top_logprobs":2}}"#)), "top_logprobs");
+        assert_eq!(
+            err_param(&format!(r#"{{{m},"stop":["a","b","c","d","e"]}}"#)),
+            "stop"
+        );
+        assert_eq!(
+            err_param(&format!(r#"{{{m},"top_logprobs":2}}"#)),
+            "top_logprobs"
+        );
         assert_eq!(err_param(&format!(r#"{{{m},"tools":[]}}"#)), "tools");
         assert_eq!(err_param(&format!(r#"{{{m},"stream":1}}"#)), "stream");
-        assert_eq!(err_param(&format!(r#"{{{m},"continue_final_message":true}}"#)), "continue_final_message");
+        assert_eq!(
+            err_param(&format!(r#"{{{m},"continue_final_message":true}}"#)),
+            "continue_final_message"
+        );
         assert_eq!(err_param(r#"{"messages":[]}"#), "model");
         assert_eq!(err_param(r#"{"model":"m","messages":[]}"#), "messages");
         assert_eq!(err_param(r#"{"model":"m"}"#), "messages");

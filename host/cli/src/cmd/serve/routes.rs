@@ -168,9 +168,7 @@ async fn chat_result(st: &AppState, headers: &HeaderMap, body: Body) -> Result<R
     st.authorize(headers)?;
     let bytes = axum::body::to_bytes(body, st.max_body)
         .await
-        .map_err(|_| ApiError::TooLarge {
-            limit: st.max_body,
-        })?;
+        .map_err(|_| ApiError::TooLarge { limit: st.max_body })?;
     let mut req = request::parse(&bytes, &st.caps)?;
     if req.model != st.name {
         return Err(ApiError::ModelNotFound {
