@@ -399,8 +399,9 @@ fn greedy_eval_through_serve_plays_the_in_process_episodes() {
     );
     assert_eq!(eps.len(), 8);
     assert!(
-        eps.iter()
-            .all(|e| e["turns"][0][0].as_str().is_some_and(|r| r.len() > "<answer>".len())),
+        eps.iter().all(|e| e["turns"][0][0]
+            .as_str()
+            .is_some_and(|r| r.len() > "<answer>".len())),
         "{eps:?}"
     );
 }
