@@ -59,8 +59,8 @@ pub enum ForkError {
         env_id: String,
         /// The step asked for.
         step: usize,
-        /// The first difference.
-        divergence: Divergence,
+        /// The first difference (boxed: it holds the recorded and replayed values).
+        divergence: Box<Divergence>,
     },
 }
 
@@ -116,7 +116,7 @@ pub fn fork_in_place(
     let diverged = |divergence| ForkError::Diverged {
         env_id: t.env_id.clone(),
         step,
-        divergence,
+        divergence: Box::new(divergence),
     };
     let mut observation = match env.reset(t.seed) {
         Ok(r) => r.observation,
