@@ -67,6 +67,25 @@ impl Env for Corridor {
     }
 }
 
+fn corridor_trainer(config: ragen_gym_starpo::Config, dir: &std::path::Path) -> Trainer {
+    Trainer::new(TrainSetup {
+        config,
+        make_env: Box::new(|| Ok(Corridor::boxed())),
+        plugin_sha256: "native".into(),
+        env_source: "corridor".into(),
+        reward_functions: vec![],
+        run_dir: dir.join("run"),
+        resume: false,
+        device: pol::Device::Cpu,
+    })
+    .unwrap()
+}
+
+/// GiGPO on the corridor: two one-action turns, `mean` normalisation.
+const GIGPO_CORRIDOR: &str = "[algorithm]\nadv_estimator = \"gigpo\"\n\
+     [agent_proxy]\nmax_turn = 2\nmax_actions_per_traj = 2\n\
+     [agent_proxy.reward_normalization]\nmethod = \"mean\"\n";
+
 /// GiGPO with the learnability settings, two one-action turns, 16 iterations; validation on 32
 /// episodes every 4. About 15 s on this project's 2-core machine (contended).
 #[test]
@@ -74,23 +93,8 @@ fn a_tiny_model_learns_a_two_turn_corridor_with_gigpo() {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(&dir.path().join("model"), 7);
     let t0 = std::time::Instant::now();
-    let config = learning_config(
-        &model,
-        "[algorithm]\nadv_estimator = \"gigpo\"\n\
-         [agent_proxy]\nmax_turn = 2\nmax_actions_per_traj = 2\n\
-         [agent_proxy.reward_normalization]\nmethod = \"mean\"\n",
-    );
-    let mut t = Trainer::new(TrainSetup {
-        config,
-        make_env: Box::new(|| Ok(Corridor::boxed())),
-        plugin_sha256: "native".into(),
-        env_source: "corridor".into(),
-        reward_functions: vec![],
-        run_dir: dir.path().join("run"),
-        resume: false,
-        device: pol::Device::Cpu,
-    })
-    .unwrap();
+    let config = learning_config(&model, GIGPO_CORRIDOR);
+    let mut t = corridor_trainer(config, dir.path());
     let metrics = train(&mut t);
     let curve: Vec<(u32, f64)> = metrics
         .iter()
@@ -111,4 +115,42 @@ fn a_tiny_model_learns_a_two_turn_corridor_with_gigpo() {
         assert_eq!(m["gigpo/step_group_size/mean"], 4.0, "iteration {i}");
         assert_eq!(m["gigpo/step_group_size/min"], 4.0, "iteration {i}");
     }
+}
+
+/// Tree-shaped rollouts (`rollout.branch`) through the real trainer: after turn 1 of every
+/// trajectory two continuations are forked from `Hall.`, so each env group of 4 has 12
+/// trajectories. GiGPO's step groups are then `Start.` with the group's 4 own first turns (the
+/// branches' copies of them are trained by their parents only) and `Hall.` with 4 + 8 second
+/// turns. 4 iterations, validation before and after.
+#[test]
+fn gigpo_trains_on_branches_forked_after_the_first_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(&dir.path().join("model"), 7);
+    let config = learning_config(
+        &model,
+        &format!(
+            "{GIGPO_CORRIDOR}[rollout.branch]\nafter_turns = [1]\ncount = 2\n\
+             [trainer]\ntotal_training_steps = 4\n"
+        ),
+    );
+    let mut t = corridor_trainer(config, dir.path());
+    let metrics = train(&mut t);
+    let mut iterations = 0;
+    for (i, m) in metrics.iter().filter(|(i, _)| **i > 0) {
+        iterations += 1;
+        assert_eq!(m["rollout/branches"], 32.0, "iteration {i}");
+        // every trajectory has a sample: 16 of the groups' own and 32 branches
+        assert_eq!(m["rollout/kept_trajectories"], 48.0, "iteration {i}");
+        assert_eq!(m["gigpo/step_group_size/min"], 4.0, "iteration {i}");
+        assert_eq!(m["gigpo/step_group_size/max"], 12.0, "iteration {i}");
+        assert_eq!(m["gigpo/step_group_size/mean"], 8.0, "iteration {i}");
+        assert!(m["actor/pg_loss"].is_finite(), "iteration {i}");
+        // the branches' prompts start with their parents': the prefix cache serves them
+        eprintln!(
+            "branches, iteration {i}: rollout/prefilled_token_frac {:?}, branch success {}",
+            m.get("rollout/prefilled_token_frac"),
+            m["rollout/branch_success"]
+        );
+    }
+    assert_eq!(iterations, 4);
 }

@@ -69,6 +69,24 @@ impl TrainSample {
     pub fn response_tokens(&self) -> usize {
         self.loss_mask.iter().filter(|m| **m > 0.0).count()
     }
+
+    /// The sample of a branch ([`crate::rollout::branch`]) whose first `shared` turns are copies
+    /// of its parent's: their positions leave the loss mask and their steps the step list, so the
+    /// parent alone trains them and GiGPO's step groups count them once. The score and token
+    /// rewards stay the whole trajectory's.
+    pub fn without_shared_turns(mut self, shared: usize) -> Self {
+        if shared == 0 {
+            return self;
+        }
+        let start = self
+            .turns
+            .get(shared)
+            .map_or(self.loss_mask.len(), |t| t.positions.start);
+        self.loss_mask[..start].fill(0.0);
+        self.choices.retain(|(j, _)| *j >= start);
+        self.turns.drain(..shared.min(self.turns.len()));
+        self
+    }
 }
 
 /// Build the sample of one trajectory. `score` is the (possibly normalised) trajectory score.
@@ -253,8 +271,10 @@ impl Sequence {
 }
 
 /// The training samples of one rollout: every trajectory of a `kept_groups` group that has a
-/// trained token, in rollout order. Also returns the response length (trained tokens) of every
-/// trajectory with a sample, kept or not, for `train/response_length`.
+/// trained token, in rollout order. `shared_turns[i]` (0 past its end) is the number of turns
+/// trajectory `i` copied from a parent it branched from ([`TrainSample::without_shared_turns`]).
+/// Also returns the response length (trained tokens) of every trajectory with a sample, kept or
+/// not, for `train/response_length`.
 pub fn build_batch(
     tok: &dyn Tokenize,
     prompt: &PromptConfig,
@@ -262,11 +282,14 @@ pub fn build_batch(
     scores: &[f64],
     kept_groups: &[usize],
     use_turn_scores: bool,
+    shared_turns: &[usize],
 ) -> Result<(Vec<TrainSample>, Vec<f64>), TokenizeError> {
     let mut samples = Vec::new();
     let mut lens = Vec::new();
     for (i, (t, score)) in trajs.iter().zip(scores).enumerate() {
+        let shared = shared_turns.get(i).copied().unwrap_or(0);
         if let Some(s) = build_sample(tok, prompt, t, i, *score, use_turn_scores)? {
+            let s = s.without_shared_turns(shared);
             lens.push(s.response_tokens() as f64);
             if kept_groups.contains(&t.group) && s.response_tokens() > 0 {
                 samples.push(s);

@@ -76,6 +76,18 @@ pub fn retry_sampler_seed(rollout_seed: u64, attempt: u32) -> u64 {
         .wrapping_add(u64::from(attempt))
 }
 
+/// Offset of the sampler seeds of a training rollout's branches (`rollout.branch`,
+/// [`crate::rollout::branch`]) from the rollout's own (reads as "branch", `0xb4a4`).
+pub const BRANCH_SEED_OFFSET: u64 = 0xb4a4_0000_0000;
+
+/// The sampler seed of wave `wave` (0-based) of the branches of a training rollout whose sampler
+/// seed is `rollout_seed`.
+pub fn branch_sampler_seed(rollout_seed: u64, wave: usize) -> u64 {
+    rollout_seed
+        .wrapping_add(BRANCH_SEED_OFFSET)
+        .wrapping_add(wave as u64)
+}
+
 /// Multiplier that spreads one rollout's seed over its generation calls (a prime above every
 /// realistic `turn × TURN_SEED_STRIDE + call` offset).
 pub const CALL_SEED_MULTIPLIER: u64 = 1_000_003;

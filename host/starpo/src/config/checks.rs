@@ -97,6 +97,28 @@ impl Config {
                 g.gamma, g.step_advantage_w
             ));
         }
+        let b = &self.rollout.branch;
+        if b.is_on() && b.count == 0 {
+            return bad(format!(
+                "rollout.branch.count must be >= 1 when rollout.branch.after_turns is set (got \
+                 after_turns = {:?})",
+                b.after_turns
+            ));
+        }
+        if !b.is_on() && b.count > 0 {
+            return bad(format!(
+                "rollout.branch.count = {} branches nowhere: set rollout.branch.after_turns too",
+                b.count
+            ));
+        }
+        let max_turn = self.agent_proxy.max_turn;
+        if let Some(k) = b.after_turns.iter().find(|&&k| k == 0 || k >= max_turn) {
+            return bad(format!(
+                "rollout.branch.after_turns: {k} is not in [1, agent_proxy.max_turn = {max_turn}): \
+                 k counts the turns played before the fork, and a branch needs a turn left to play \
+                 (k = 0 would be more group members: es_manager.train.group_size)"
+            ));
+        }
         if self.rollout.response_length == 0 || self.rollout.generation_batch_size == 0 {
             return bad(
                 "rollout.response_length and generation_batch_size must be positive".into(),

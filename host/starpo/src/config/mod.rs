@@ -224,6 +224,26 @@ pub struct RolloutConfig {
     pub rollout_filter_strategy: FilterStrategy,
     pub rollout_filter_value: f64,
     pub rollout_filter_include_zero: bool,
+    pub branch: BranchConfig,
+}
+
+/// `[rollout.branch]`: tree-shaped rollouts ([`crate::rollout::branch`]; `configs/default.toml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[expect(
+    missing_docs,
+    reason = "each field is documented in configs/default.toml"
+)]
+pub struct BranchConfig {
+    pub after_turns: Vec<usize>,
+    pub count: usize,
+}
+
+impl BranchConfig {
+    /// Whether any trajectory branches.
+    pub fn is_on(&self) -> bool {
+        !self.after_turns.is_empty()
+    }
 }
 
 /// Which end of the std ranking the StarPO-S filter keeps (`docs/ragen-semantics.md` §6).

@@ -203,6 +203,43 @@ fn the_think_budget_needs_constrained_thinking() {
 }
 
 #[test]
+fn branching_names_the_field_it_rejects() {
+    let build = |layer: &str| {
+        ConfigBuilder::new()
+            .layer_str(layer, "exp.toml")
+            .unwrap()
+            .build()
+    };
+    // off by default
+    assert!(!Config::default_config().rollout.branch.is_on());
+    let err = |layer: &str| build(layer).unwrap_err().to_string();
+    let e = err("[rollout.branch]\nafter_turns = [1]\n");
+    assert!(e.contains("rollout.branch.count must be >= 1"), "{e}");
+    let e = err("[rollout.branch]\ncount = 2\n");
+    assert!(
+        e.contains("rollout.branch.count = 2") && e.contains("after_turns"),
+        "{e}"
+    );
+    // the default max_turn is 5 (RAGEN): a fork after 5 turns leaves none to play
+    let e = err("[rollout.branch]\nafter_turns = [1, 5]\ncount = 2\n");
+    assert!(
+        e.contains("rollout.branch.after_turns: 5") && e.contains("agent_proxy.max_turn = 5"),
+        "{e}"
+    );
+    let e = err("[rollout.branch]\nafter_turns = [0]\ncount = 2\n");
+    assert!(e.contains("rollout.branch.after_turns: 0"), "{e}");
+    let c = build("[rollout.branch]\nafter_turns = [1, 4]\ncount = 3\n").unwrap();
+    assert!(c.rollout.branch.is_on());
+    assert_eq!(
+        c.rollout.branch,
+        BranchConfig {
+            after_turns: vec![1, 4],
+            count: 3
+        }
+    );
+}
+
+#[test]
 fn shipped_files_are_valid() {
     for (name, text) in [
         ("cpu.toml", CPU_PROFILE_TOML),

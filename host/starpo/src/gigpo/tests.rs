@@ -100,6 +100,7 @@ fn identical_anchors_across_members_mean_std_norm() {
             vec![(0.95 - m0) / (sd0 + EPS), 0.0],
         ],
     );
+    // 0.5 / (sqrt(0.5) + 1e-6), about 1/sqrt(2)
     assert!(
         (a[0][1] - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-5,
         "{a:?}"

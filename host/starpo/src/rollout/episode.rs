@@ -9,7 +9,9 @@ use crate::prompt::{
     ParsedResponse, Tokenize, TokenizeError, TurnView, build_messages, forced_prefix, map_actions,
     parse_response, turn_views,
 };
-use ragen_gym_core::{Env, EnvCallError, EpisodeFailure, Step, StepResult, Trajectory, Turn};
+use ragen_gym_core::{
+    Env, EnvCallError, EpisodeFailure, Step, StepResult, Trajectory, Turn, fork_in_place,
+};
 use std::time::{Duration, Instant};
 
 /// Where an episode stands.
@@ -61,6 +63,58 @@ impl Episode {
             status: Status::Running,
             env_time: Duration::ZERO,
         }
+    }
+
+    /// A branch of `root` after its first `k` turns (`root` played more than `k`): the same
+    /// group and seed, a copy of those turns (each with its sampled tokens, so the history's
+    /// tokens are the parent's), and the state `root` answered in turn `k`. Its env is not
+    /// there yet: [`Episode::fork`] rebuilds it.
+    pub(super) fn branch(root: &Trajectory, k: usize, p: &RolloutParams) -> Self {
+        let turns = root.turns[..k].to_vec();
+        let penalised = turns.iter().filter(|t| t.format_penalty).count();
+        Self {
+            group: root.group,
+            seed: root.seed,
+            num_actions: turns.iter().map(|t| t.actions.len()).sum(),
+            penalty: penalised as f64 * p.format_penalty,
+            state: root.turns[k].observation.clone(),
+            turns,
+            status: Status::Running,
+            env_time: Duration::ZERO,
+        }
+    }
+
+    /// Put `env` in the state of a branch made by [`Episode::branch`] from `root`: reset with the
+    /// seed and replay the copied turns' steps, checked against `root`'s record
+    /// ([`ragen_gym_core::fork_in_place`]). A fork that fails or diverges ends the branch as a
+    /// plugin failure (a plugin that is not deterministic breaks the sandbox's contract).
+    pub(super) fn fork(&mut self, env: &mut dyn Env, root: &Trajectory, p: &RolloutParams) {
+        let start = Instant::now();
+        let steps = self.turns.iter().map(|t| t.steps.len()).sum();
+        match fork_in_place(env, root, steps) {
+            Ok(point) if point.observation == self.state && !point.done => {}
+            Ok(point) => {
+                self.status = Status::Failed {
+                    reason: format!(
+                        "fork after {steps} steps reached {:?} (done: {}), the record {:?}",
+                        point.observation, point.done, self.state
+                    ),
+                    failure: Some(EpisodeFailure::Trap),
+                }
+            }
+            Err(e) => {
+                self.status = Status::Failed {
+                    reason: format!("fork failed: {e}"),
+                    failure: Some(EpisodeFailure::Trap),
+                }
+            }
+        }
+        self.charge(start, p);
+    }
+
+    /// Turns taken so far (copied ones included).
+    pub(super) fn turns_played(&self) -> usize {
+        self.turns.len()
     }
 
     /// Whether the episode takes another turn.

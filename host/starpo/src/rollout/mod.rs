@@ -6,8 +6,10 @@
 //! its env, in parallel; finished episodes leave the batch. A plugin trap or env error ends only
 //! that trajectory. [`episode`] holds one trajectory in progress, [`pool`] the env instances,
 //! [`generator`] the model's port, [`expert`] the same rollout with the env's expert as the
-//! policy (demonstrations).
+//! policy (demonstrations), [`branch`] the continuations forked from a rollout's trajectories
+//! (tree-shaped rollouts, `rollout.branch`).
 
+pub mod branch;
 mod episode;
 mod expert;
 mod generator;
@@ -22,7 +24,7 @@ use crate::prompt::{PromptConfig, Tokenize, TokenizeError};
 use crate::seeds::generation_call_seed;
 use episode::Episode;
 use pool::run_parallel;
-use ragen_gym_core::{EnvSpec, Trajectory};
+use ragen_gym_core::{Env, EnvSpec, Trajectory};
 
 /// Why a rollout failed as a whole (env failures only end their trajectory).
 #[derive(Debug, thiserror::Error)]
@@ -114,15 +116,33 @@ pub fn rollout(
         "more seeds than envs in the pool"
     );
     let (spec, envs) = pool.parts_mut();
-    let action_names = spec.action_names.as_deref();
     let mut eps: Vec<_> = envs
         .iter_mut()
         .zip(seeds)
         .map(|(env, &(group, seed))| (env, Episode::new(group, seed)))
         .collect();
     run_parallel(&mut eps, |(env, ep)| ep.reset(env.as_mut(), p));
+    play(&mut eps, spec, generator, p, on_progress)?;
+    Ok(eps
+        .into_iter()
+        .map(|(_, ep)| ep.into_trajectory(&spec.id, &p.tag))
+        .collect())
+}
+
+/// Take turns with every running episode until none is left: each round samples the prompts of
+/// the running episodes (in calls seeded by the round, [`generate`]), then each episode parses
+/// its answer and steps its env, in parallel. An episode stops at `p.max_turn` turns, so one that
+/// starts with turns already played (a branch) plays the turns left.
+fn play(
+    eps: &mut [(&mut Box<dyn Env>, Episode)],
+    spec: &EnvSpec,
+    generator: &mut dyn Generator,
+    p: &RolloutParams,
+    on_progress: &mut dyn FnMut(RolloutProgress),
+) -> Result<(), RolloutError> {
+    let action_names = spec.action_names.as_deref();
     for turn in 0..p.max_turn {
-        let (active, prompts) = prompts(&mut eps, generator.tokenizer(), p)?;
+        let (active, prompts) = prompts(eps, generator.tokenizer(), p)?;
         if active.is_empty() {
             break;
         }
@@ -140,10 +160,7 @@ pub fn rollout(
             ep.apply(std::mem::take(answer), env.as_mut(), p, action_names)
         });
     }
-    Ok(eps
-        .into_iter()
-        .map(|(_, ep)| ep.into_trajectory(&spec.id, &p.tag))
-        .collect())
+    Ok(())
 }
 
 /// The indices and prompts of the episodes still running; an over-long prompt ends its episode.
@@ -155,6 +172,7 @@ fn prompts<E>(
     let (mut active, mut prompts) = (Vec::new(), Vec::new());
     for (i, (_, ep)) in eps.iter_mut().enumerate() {
         if ep.is_running()
+            && ep.turns_played() < p.max_turn
             && let Some(ids) = ep.prompt(p, tokenizer)?
         {
             active.push(i);
