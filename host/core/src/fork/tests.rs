@@ -56,10 +56,6 @@ fn actions(names: &[&str]) -> Vec<String> {
 }
 
 #[test]
-#[expect(
-    clippy::needless_range_loop,
-    reason = "k is the fork step: it indexes the actions, the turns and the step count"
-)]
 fn a_fork_at_step_k_is_the_recorded_state_and_continues_like_the_record() {
     // seed 0 starts at 0: Left, Right, Right, Left, Right, Right, Right reaches 3 at the end
     let path = actions(&["Left", "Right", "Right", "Left", "Right", "Right", "Right"]);
