@@ -18,6 +18,18 @@ impl Config {
         if self.es_manager.val.env_groups == 0 || self.es_manager.val.group_size == 0 {
             return bad("es_manager.val.env_groups and group_size must be positive".into());
         }
+        for (split, s) in [("train", t), ("val", &self.es_manager.val)] {
+            let n = s.env_groups.checked_mul(s.group_size);
+            if n.is_none_or(|n| n > Self::MAX_TRAJECTORIES) {
+                return bad(format!(
+                    "es_manager.{split}.env_groups * group_size ({} x {}) is over the cap of {} \
+                     trajectories per iteration",
+                    s.env_groups,
+                    s.group_size,
+                    Self::MAX_TRAJECTORIES
+                ));
+            }
+        }
         let a = &self.actor;
         if a.micro_batch_size == 0
             || a.ppo_mini_batch_size == 0
@@ -146,6 +158,11 @@ impl Config {
 
     /// Spare env instances for the ones a trap replaces while the old one is being dropped.
     pub const REPLACEMENT_SLACK: usize = 16;
+
+    /// The most trajectories one split may hold per iteration (`env_groups * group_size`):
+    /// far above RAGEN's defaults (train 8 x 16, val 256 x 1: `config/base.yaml` `es_manager`, in
+    /// `../shared/spec/ragen.md`), low enough that every batch-size product and sum below stays far from `usize` overflow.
+    pub const MAX_TRAJECTORIES: usize = 1 << 20;
 
     /// The action budget per trajectory: `agent_proxy.max_actions_per_traj`, or the env's
     /// `max_episode_steps` when that is 0.

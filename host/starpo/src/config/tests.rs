@@ -263,3 +263,73 @@ fn shipped_files_are_valid() {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
+
+#[test]
+fn huge_numbers_in_any_key_are_errors_or_configs_never_panics() {
+    // every integer and float key of the default config, set to values at the edge of its type
+    let table: toml::Table = DEFAULT_TOML.parse().unwrap();
+    let mut keys = Vec::new();
+    fn walk(prefix: &str, t: &toml::Table, out: &mut Vec<(String, bool)>) {
+        for (k, v) in t {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(inner) => walk(&key, inner, out),
+                toml::Value::Integer(_) => out.push((key, true)),
+                toml::Value::Float(_) => out.push((key, false)),
+                _ => {}
+            }
+        }
+    }
+    walk("", &table, &mut keys);
+    assert!(keys.len() > 30, "{} numeric keys", keys.len());
+    let ints = [
+        "9223372036854775807",
+        "4611686018427387648",
+        "4294967296",
+        "-1",
+    ];
+    let floats = ["1e308", "-1e308", "inf", "nan", "5e-324"];
+    let mut errors = 0;
+    for (key, is_int) in &keys {
+        for v in if *is_int { &ints[..] } else { &floats[..] } {
+            let built = ConfigBuilder::new()
+                .layer_override(&format!("{key}={v}"))
+                .and_then(ConfigBuilder::build);
+            if let Err(e) = built {
+                assert!(!e.to_string().is_empty());
+                errors += 1;
+            }
+        }
+    }
+    assert!(errors > 0);
+    // the case the config proptest found: one group of 2^62 members
+    let e = ConfigBuilder::new()
+        .layer_override("es_manager.train.group_size=4611686018427387648")
+        .and_then(ConfigBuilder::build)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("es_manager.train.env_groups * group_size (8 x 4611686018427387648)")
+            && e.contains("cap of 1048576"),
+        "{e}"
+    );
+    let e = ConfigBuilder::new()
+        .layer_override("es_manager.val.env_groups=2000000")
+        .and_then(ConfigBuilder::build)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("es_manager.val.env_groups * group_size (2000000 x"),
+        "{e}"
+    );
+    // the cap itself is a config
+    let c = ConfigBuilder::new()
+        .layer_override("es_manager.train.env_groups=65536")
+        .and_then(ConfigBuilder::build)
+        .unwrap();
+    assert_eq!(c.train_batch_size(), 65536 * 16);
+}
