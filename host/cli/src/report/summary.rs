@@ -77,26 +77,37 @@ pub fn summary_lines(
     last: ValPoint,
     references: &[Reference],
 ) -> Vec<String> {
-    let mut lines = vec![
-        format!("validation success ({metric}, {episodes} episodes, ± one standard error):"),
-        format!(
-            "  before: {:.3} ± {:.3} (iteration {})",
-            first.success, first.stderr, first.iteration
-        ),
-        format!(
-            "  after:  {:.3} ± {:.3} (iteration {})",
-            last.success, last.stderr, last.iteration
-        ),
-    ];
-    let diff = last.success - first.success;
-    let se = first.stderr.hypot(last.stderr);
-    if se > 0.0 {
+    let mut lines = vec![format!(
+        "validation success ({metric}, {episodes} episodes, ± one standard error):"
+    )];
+    if first.iteration == last.iteration {
+        // one validation (`trainer.val_before_train = false`): there is no before to compare
         lines.push(format!(
-            "  change: {diff:+.3} = {:+.1} standard errors of the difference",
-            diff / se
+            "  after:  {:.3} ± {:.3} (iteration {}; no validation before training: \
+             trainer.val_before_train = false)",
+            last.success, last.stderr, last.iteration
         ));
     } else {
-        lines.push(format!("  change: {diff:+.3}"));
+        lines.push(format!(
+            "  before: {:.3} ± {:.3} (iteration {})",
+            first.success, first.stderr, first.iteration
+        ));
+        lines.push(format!(
+            "  after:  {:.3} ± {:.3} (iteration {})",
+            last.success, last.stderr, last.iteration
+        ));
+    }
+    let diff = last.success - first.success;
+    let se = first.stderr.hypot(last.stderr);
+    if first.iteration != last.iteration {
+        lines.push(if se > 0.0 {
+            format!(
+                "  change: {diff:+.3} = {:+.1} standard errors of the difference",
+                diff / se
+            )
+        } else {
+            format!("  change: {diff:+.3}")
+        });
     }
     for r in references {
         lines.push(format!(
@@ -194,6 +205,24 @@ mod tests {
                 "  change: +0.400 = +8.0 standard errors of the difference",
                 "  random policy (10 uniform actions) on the same 256 seeds: 0.250",
                 "  expert policy (optimal: value iteration) on the same 256 seeds: 0.480",
+            ]
+        );
+    }
+
+    #[test]
+    fn one_validation_is_an_after_line_without_a_change() {
+        // a run with trainer.val_before_train = false validates once, at its last iteration
+        let p = ValPoint {
+            iteration: 10,
+            success: 0.199,
+            stderr: 0.025,
+        };
+        let lines = summary_lines("val-env/FrozenLake/success", 256, p, p, &[]);
+        assert_eq!(
+            lines,
+            vec![
+                "validation success (val-env/FrozenLake/success, 256 episodes, ± one standard error):",
+                "  after:  0.199 ± 0.025 (iteration 10; no validation before training: trainer.val_before_train = false)",
             ]
         );
     }
