@@ -6,6 +6,9 @@
 //! `val-env/{tag}/success_stderr`) gets error bars of one standard error either side (`docs/ragen-semantics.md` section 9).
 //! `--baseline NAME=VALUE` draws a dashed horizontal reference line at VALUE on the success
 //! panel, e.g. the random policy's success rate from `ragen-gym eval --policy random`.
+//! `ragen-gym plot RUN_DIR RUN_DIR... --out DIR` draws runs of one setting (seeds) as one curve
+//! per metric: the mean across runs, with error bars of its standard error across runs
+//! ([`seeds`]), and prints each point's spread.
 //!
 //! Text is drawn with an embedded font (DejaVu Sans, matplotlib's default, from the `dejavu`
 //! crate, through plotters' `ab_glyph` renderer), so the images look the same on every machine.
@@ -18,13 +21,16 @@ use plotters::prelude::*;
 use ragen_gym_starpo::RunDir;
 use std::path::{Path, PathBuf};
 
+pub mod seeds;
+
 /// Arguments of `ragen-gym plot`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// A run directory written by `ragen-gym train`.
-    #[arg(value_name = "RUN_DIR")]
-    pub run_dir: PathBuf,
-    /// Output directory (default `RUN_DIR/plots`).
+    /// A run directory written by `ragen-gym train`; several (seeds of one setting) are drawn as
+    /// their mean with the standard error across them.
+    #[arg(value_name = "RUN_DIR", required = true, num_args = 1..)]
+    pub run_dirs: Vec<PathBuf>,
+    /// Output directory (default `RUN_DIR/plots`; required with several runs).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// A reference success rate drawn as a dashed horizontal line on the success panel, e.g.
@@ -355,36 +361,76 @@ fn draw_grid_on(
     Ok(coords)
 }
 
+/// The metrics lines of a run directory.
+fn read_run(dir: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
+    RunDir::open(dir)?
+        .read_metrics()
+        .with_context(|| format!("failed to read metrics of {}", dir.display()))
+}
+
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     register_font()?;
-    let run = RunDir::open(&args.run_dir)?;
-    let lines = run
-        .read_metrics()
-        .with_context(|| format!("failed to read metrics of {}", args.run_dir.display()))?;
-    let panels: Vec<Panel<'_>> = CURVES
+    let runs = args
+        .run_dirs
         .iter()
-        .map(|curve| Panel {
+        .map(|d| read_run(d))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let several = runs.len() > 1;
+    let mut spreads: Vec<Vec<seeds::Pooled>> = Vec::new();
+    let mut panels: Vec<Panel<'_>> = Vec::new();
+    for curve in CURVES {
+        let series = if several {
+            let per_run: Vec<Vec<Series>> = runs.iter().map(|l| series_of(curve, l)).collect();
+            let pooled = seeds::pool(&per_run);
+            let series = pooled.iter().map(|p| p.series.clone()).collect();
+            spreads.push(pooled);
+            series
+        } else {
+            series_of(curve, &runs[0])
+        };
+        if series.is_empty() {
+            if several {
+                spreads.pop();
+            }
+            continue;
+        }
+        panels.push(Panel {
             curve,
-            series: series_of(curve, &lines),
+            series,
             baselines: if shows_success(curve) {
                 args.baseline.clone()
             } else {
                 Vec::new()
             },
-        })
-        .filter(|p| !p.series.is_empty())
+        });
+    }
+    let dirs: Vec<String> = args
+        .run_dirs
+        .iter()
+        .map(|d| d.display().to_string())
         .collect();
     if panels.is_empty() {
-        anyhow::bail!("{} has no plottable metrics", run.metrics_path().display());
+        anyhow::bail!(
+            "no plottable metrics{} in {}",
+            if several { " common to every run" } else { "" },
+            dirs.join(", ")
+        );
     }
-    let out = args.out.unwrap_or_else(|| args.run_dir.join("plots"));
+    let out = match args.out {
+        Some(out) => out,
+        None if several => anyhow::bail!(
+            "plotting {} runs together needs --out DIR (the plots belong to none of them)",
+            runs.len()
+        ),
+        None => args.run_dirs[0].join("plots"),
+    };
     std::fs::create_dir_all(&out).with_context(|| format!("failed to create {}", out.display()))?;
     let all = out.join("curves.png");
     draw_grid(&all, &panels, 2.min(panels.len()))
         .with_context(|| format!("failed to draw {}", all.display()))?;
     println!("{}", all.display());
-    for panel in &panels {
+    for (i, panel) in panels.iter().enumerate() {
         let slug = panel.curve.title.to_lowercase().replace([' ', '-'], "_");
         let file = out.join(format!("{slug}.png"));
         draw_grid(&file, std::slice::from_ref(panel), 1)
@@ -392,6 +438,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("{} -> {}", panel.curve.title, file.display());
         for b in &panel.baselines {
             println!("  baseline {} {}", b.name, b.value);
+        }
+        if several {
+            for p in &spreads[i] {
+                println!("  {}", p.series.label());
+                for line in p.describe() {
+                    println!("    {line}");
+                }
+            }
+            continue;
         }
         for s in &panel.series {
             let pts: Vec<String> = s

@@ -201,3 +201,52 @@ fn success_gets_error_bars_of_one_standard_error() {
     let (buf, coord) = render(bare);
     assert_ne!(at(&buf, coord.translate(&(1.0, 0.6))), rgb);
 }
+
+#[test]
+fn several_runs_plot_their_mean_and_need_an_output_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run_dirs = Vec::new();
+    for (i, (before, after)) in [(0.1, 0.2), (0.2, 0.3), (0.3, 0.7)].iter().enumerate() {
+        let run = dir.path().join(format!("seed{i}"));
+        std::fs::create_dir(&run).unwrap();
+        let lines = [
+            serde_json::json!({"iteration": 0, "val-env/FrozenLake/success": before}),
+            serde_json::json!({"iteration": 10, "val-env/FrozenLake/success": after}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(run.join("metrics.jsonl"), text).unwrap();
+        run_dirs.push(run);
+    }
+    let args = |out: Option<PathBuf>| Args {
+        run_dirs: run_dirs.clone(),
+        out,
+        baseline: vec![],
+    };
+    let err = run(args(None)).unwrap_err().to_string();
+    assert!(err.contains("3 runs together needs --out DIR"), "{err}");
+    let out = dir.path().join("plots");
+    run(args(Some(out.clone()))).unwrap();
+    for file in ["curves.png", "success_rate.png"] {
+        let png = std::fs::read(out.join(file)).unwrap();
+        assert_eq!(&png[..4], b"\x89PNG", "{file}");
+    }
+    // one run without the others' metric: nothing in common to plot, named in the error
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(
+        other.join("metrics.jsonl"),
+        "{\"iteration\": 1, \"actor/entropy_loss\": 0.5}\n",
+    )
+    .unwrap();
+    let err = run(Args {
+        run_dirs: vec![run_dirs[0].clone(), other.clone()],
+        out: Some(out),
+        baseline: vec![],
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("no plottable metrics common to every run"),
+        "{err}"
+    );
+}
