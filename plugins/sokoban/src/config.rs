@@ -39,7 +39,7 @@ pub enum ObservationFormat {
 ///
 /// Example (RAGEN's `LargerSokoban` tag):
 /// `{"dim_x": 8, "dim_y": 8, "num_boxes": 2, "search_depth": 10}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SokobanConfig {
     /// Rows of the room, border walls included (RAGEN `dim_x`, i.e. `dim_room[0]`). 4..=16.
@@ -62,6 +62,11 @@ pub struct SokobanConfig {
     /// as RAGEN's Sokoban instruction has one). `false` drops it: with constrained action decoding
     /// the format is enforced anyway, and a small model copies the example's moves.
     pub answer_example: bool,
+    /// The reward of every step (gym-sokoban `SokobanEnv.penalty_for_step`, -0.1, RAGEN's value).
+    /// Finite, in -1..=0. `0` leaves the rewards of box moves and of the solve: an unsolved episode
+    /// then scores by its boxes only, not by how few moves it made (README, "Learning on a
+    /// laptop", says why the CPU preset uses it).
+    pub penalty_for_step: f64,
 }
 
 impl Default for SokobanConfig {
@@ -75,6 +80,7 @@ impl Default for SokobanConfig {
             grid_vocab: GridVocab::Standard,
             observation_format: ObservationFormat::Grid,
             answer_example: true,
+            penalty_for_step: crate::env::STEP_PENALTY,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The [`Sokoban`] env: RAGEN's `SokobanEnv` (a gym-sokoban `SokobanEnv` subclass) behind the
 //! SDK's [`Environment`] trait.
 //!
-//! Rewards (gym-sokoban, RAGEN paper appendix B.1): -0.1 per step, +1 when the number of boxes
+//! Rewards (gym-sokoban, RAGEN paper appendix B.1): -0.1 per step (`penalty_for_step` in the
+//! config), +1 when the number of boxes
 //! on targets goes up, -1 when it goes down, +10 when every box is on a target. A 1-box level
 //! solved in k moves returns 11 - 0.1k. The episode terminates when solved and is truncated
 //! after `max_steps` steps.
@@ -16,7 +17,7 @@ use crate::generator::{self, MAX_SEED_ATTEMPTS};
 use crate::level::{Direction, Level, legend};
 use crate::observation::observe;
 
-/// gym-sokoban `penalty_for_step`.
+/// gym-sokoban `penalty_for_step`, the config's default.
 pub const STEP_PENALTY: f64 = -0.1;
 /// gym-sokoban `reward_box_on_target` (and its negative for pushing a box off).
 pub const BOX_ON_TARGET_REWARD: f64 = 1.0;
@@ -141,6 +142,12 @@ impl Environment for Sokoban {
                 format!("{} is outside 1..=1000", config.search_depth),
             );
         }
+        if !(-1.0..=0.0).contains(&config.penalty_for_step) {
+            return bad(
+                "penalty_for_step",
+                format!("{} is outside -1..=0", config.penalty_for_step),
+            );
+        }
         Ok(())
     }
 
@@ -209,7 +216,7 @@ impl Environment for Sokoban {
         let after = episode.level.boxes_on_target();
         episode.num_env_steps += 1;
         let solved = episode.level.is_solved();
-        let mut reward = STEP_PENALTY;
+        let mut reward = config.penalty_for_step;
         if after > before {
             reward += BOX_ON_TARGET_REWARD;
         } else if after < before {
@@ -356,6 +363,42 @@ mod tests {
                 "seed {seed}: {total} after {k} moves"
             );
             assert!(last.unwrap().success);
+        }
+    }
+
+    #[test]
+    fn penalty_for_step_sets_every_steps_reward_and_nothing_else() {
+        // The two-box walk above with penalty_for_step = 0: 1, 0, 0, 0, 11 (by hand: box on
+        // target +1, three free moves, the solve +1 + 10); with -0.5: 0.5, -0.5 x 3, 10.5.
+        for (penalty, want) in [
+            (0.0, [1.0, 0.0, 0.0, 0.0, 11.0]),
+            (-0.5, [0.5, -0.5, -0.5, -0.5, 10.5]),
+        ] {
+            let mut env = env_at("#######\n#PXO__#\n#_____#\n#_XO__#\n#######");
+            env.config.penalty_for_step = penalty;
+            for (a, want) in ["Right", "Left", "Down", "Down", "Right"].iter().zip(want) {
+                let r = env.step(a).unwrap();
+                assert!(
+                    close(r.reward, want),
+                    "{penalty}, {a}: {} != {want}",
+                    r.reward
+                );
+            }
+        }
+        // a wall bump without the penalty pays nothing
+        let mut env = env_at("#####\n#P__#\n#X__#\n#O__#\n#####");
+        env.config.penalty_for_step = 0.0;
+        assert!(close(env.step("Up").unwrap().reward, 0.0));
+        // from JSON, and refused outside -1..=0 with the field named
+        let zero = adapter::create::<Sokoban>(r#"{"penalty_for_step":0}"#).unwrap();
+        assert!(close(zero.config.penalty_for_step, 0.0));
+        for bad in ["0.1", "-1.5"] {
+            let json = format!(r#"{{"penalty_for_step":{bad}}}"#);
+            let err = adapter::spec::<Sokoban>(&json).unwrap_err();
+            assert!(
+                matches!(&err, EnvError::InvalidConfig(m) if m.contains("penalty_for_step")),
+                "{bad}: {err:?}"
+            );
         }
     }
 
