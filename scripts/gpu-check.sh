@@ -3,7 +3,7 @@
 # command):
 #
 #   bash gpu-check.sh OUT_DIR [--device cuda|cuda:N|cpu|auto] [--shape qwen2.5-0.5b|tiny]
-#                     [--bin PATH] [--budget-s SECONDS]
+#                     [--bin PATH] [--budget-s SECONDS] [--parts LIST]
 #
 # Runs a ragen-gym binary built elsewhere (nothing is compiled here) on a model of Qwen2.5-0.5B's
 # shape with seeded random weights: `bench gpu-check` parts (correctness, sampling, train-step,
@@ -12,23 +12,26 @@
 # writes OUT_DIR/report.json (ratios included), the per-part JSON files and OUT_DIR/logs/.
 #
 # Defaults: --device cuda, --shape qwen2.5-0.5b, --budget-s 450 (the GPU machine lends 8 minutes).
+# --parts runs only the parts named (comma-separated, e.g. torch,iteration-lora, for a rerun of
+# what an earlier check missed), the budget split over their shares; workload always runs first.
 # CPU fallback, runnable anywhere (and a test, host/cli/tests/gpu_check.rs):
 #   bash scripts/gpu-check.sh /tmp/gc --device cpu --shape tiny
 # The binary is --bin, else $RAGEN_GYM_BIN, else ./ragen-gym next to this script, else
 # target/release/ragen-gym, else target/debug/ragen-gym.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] || usage
 out="$1"
 shift
-device=cuda shape=qwen2.5-0.5b bin="" budget=450
+device=cuda shape=qwen2.5-0.5b bin="" budget=450 parts=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device="$2"; shift 2 ;;
     --shape) shape="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
     --budget-s) budget="$2"; shift 2 ;;
+    --parts) parts="$2"; shift 2 ;;
     *) usage ;;
   esac
 done
@@ -80,6 +83,23 @@ deadline=$((SECONDS + budget))
 reserve=8 # for the report
 # name fraction-of-budget (percent)
 plan=(workload:3 correctness:8 sampling:9 train-step:10 torch:15 iteration-full:35 iteration-lora:20)
+if [ -n "$parts" ]; then
+  chosen=()
+  for item in "${plan[@]}"; do
+    name="${item%%:*}"
+    if [ "$name" = workload ] || [[ ",$parts," == *",$name,"* ]]; then chosen+=("$item"); fi
+  done
+  for name in ${parts//,/ }; do
+    if ! printf '%s\n' "${plan[@]%%:*}" | grep -qx -- "$name"; then
+      log "--parts: no part named '$name' (parts: ${plan[*]%%:*})"; exit 2
+    fi
+  done
+  # Shares rescaled so the parts chosen fill the budget.
+  total=0
+  for item in "${chosen[@]}"; do total=$((total + ${item#*:})); done
+  plan=()
+  for item in "${chosen[@]}"; do plan+=("${item%%:*}:$((${item#*:} * 100 / total))"); done
+fi
 status=0
 for item in "${plan[@]}"; do
   part="${item%%:*}"

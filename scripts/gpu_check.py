@@ -51,6 +51,9 @@ def torch_anchor(out_dir, device_name):
     cfg_dict = dict(w["config"])
     cfg_dict.pop("architectures", None)
     cfg_dict.pop("model_type", None)
+    # Unset keys are null in workload.json; transformers 5 reads `head_dim` as given (Qwen2Attention:
+    # `self.head_dim**-0.5` failed on None), so leave them to the config class's own defaults.
+    cfg_dict = {k: v for k, v in cfg_dict.items() if v is not None}
     cfg = transformers.Qwen2Config(**cfg_dict) if w["config"]["model_type"] == "qwen2" else (
         transformers.LlamaConfig(**cfg_dict))
     cfg.use_cache = True

@@ -98,3 +98,50 @@ fn gpu_check_cpu_fallback_runs_every_part_at_the_tiny_shape() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `--parts` (a rerun of what an earlier check missed): only the parts named run, after the
+/// workload; a name that is no part is refused with exit 2, naming it.
+#[test]
+fn gpu_check_parts_runs_only_the_parts_named() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let run = |out: &Path, parts: &str| {
+        let _ = std::fs::remove_dir_all(out);
+        Command::new("bash")
+            .arg(root.join("scripts/gpu-check.sh"))
+            .arg(out)
+            .args(["--device", "cpu", "--shape", "tiny", "--budget-s", "120"])
+            .args(["--parts", parts])
+            .arg("--bin")
+            .arg(env!("CARGO_BIN_EXE_ragen-gym"))
+            .output()
+            .expect("bash runs scripts/gpu-check.sh")
+    };
+    let base = std::env::temp_dir().join(format!("ragen-gym-gpu-parts-{}", std::process::id()));
+    let out = base.join("sampling");
+    let o = run(&out, "sampling");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["report.json", "rust-sampling.json", "workload.json"]
+    );
+    positive(
+        &read(&out.join("report.json"))["rust"]["sampling"]["tokens_per_s"],
+        "sampling tokens/s",
+    );
+
+    let o = run(&base.join("bogus"), "sampling,bogus");
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no part named 'bogus'"), "{err}");
+    assert!(
+        !base.join("bogus/rust-sampling.json").exists(),
+        "nothing ran"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -195,16 +195,27 @@ fn run_iteration(
     // Phase starts, in seconds from the first one (the iteration's start).
     let mut start: Option<Instant> = None;
     let mut phases: Vec<Value> = Vec::new();
+    // Units done inside the phase under way (a rollout counts each turn's prompts anew), when
+    // each progress report came: where a run cut off by its limit spent its time.
+    let mut done: Vec<Value> = Vec::new();
     let mut on_event = |e: &TrainEvent<'_>| -> Result<(), ReportError> {
-        if let TrainEvent::PhaseStarted { phase, units, .. } = e {
-            let start = *start.get_or_insert_with(Instant::now);
-            phases.push(json!({
-                "phase": format!("{phase:?}").to_lowercase(),
-                "units": units,
-                "started_s": start.elapsed().as_secs_f64(),
-            }));
-            write_json_atomic(progress, &json!({ "phases": phases }))?;
+        match e {
+            TrainEvent::PhaseStarted { phase, units, .. } => {
+                let start = *start.get_or_insert_with(Instant::now);
+                phases.push(json!({
+                    "phase": format!("{phase:?}").to_lowercase(),
+                    "units": units,
+                    "started_s": start.elapsed().as_secs_f64(),
+                }));
+                done.clear();
+            }
+            TrainEvent::Progress { done: units, .. } => {
+                let at = start.map_or(0.0, |s| s.elapsed().as_secs_f64());
+                done.push(json!({ "done": units, "at_s": at }));
+            }
+            _ => return Ok(()),
         }
+        write_json_atomic(progress, &json!({ "phases": phases, "progress": done }))?;
         Ok(())
     };
     let it = one_iteration(config, &envs, device, &scratch.join("run"), &mut on_event)?;
