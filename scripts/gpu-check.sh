@@ -84,15 +84,15 @@ reserve=8 # for the report
 # name fraction-of-budget (percent)
 plan=(workload:3 correctness:8 sampling:9 train-step:10 torch:15 iteration-full:35 iteration-lora:20)
 if [ -n "$parts" ]; then
-  chosen=()
-  for item in "${plan[@]}"; do
-    name="${item%%:*}"
-    if [ "$name" = workload ] || [[ ",$parts," == *",$name,"* ]]; then chosen+=("$item"); fi
-  done
   for name in ${parts//,/ }; do
     if ! printf '%s\n' "${plan[@]%%:*}" | grep -qx -- "$name"; then
       log "--parts: no part named '$name' (parts: ${plan[*]%%:*})"; exit 2
     fi
+  done
+  chosen=()
+  for item in "${plan[@]}"; do
+    name="${item%%:*}"
+    if [ "$name" = workload ] || [[ ",$parts," == *",$name,"* ]]; then chosen+=("$item"); fi
   done
   # Shares rescaled so the parts chosen fill the budget.
   total=0

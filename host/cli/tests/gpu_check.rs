@@ -22,17 +22,23 @@ fn positive(v: &serde_json::Value, what: &str) -> f64 {
     x
 }
 
+/// `scripts/gpu-check.sh OUT --device cpu --shape tiny --budget-s BUDGET` with this build's
+/// binary, `OUT` emptied first; callers add their own arguments.
+fn cpu_check(out: &Path, budget_s: &str) -> Command {
+    let _ = std::fs::remove_dir_all(out);
+    let mut cmd = Command::new("bash");
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpu-check.sh"))
+        .arg(out)
+        .args(["--device", "cpu", "--shape", "tiny", "--budget-s", budget_s])
+        .arg("--bin")
+        .arg(env!("CARGO_BIN_EXE_ragen-gym"));
+    cmd
+}
+
 #[test]
 fn gpu_check_cpu_fallback_runs_every_part_at_the_tiny_shape() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = std::env::temp_dir().join(format!("ragen-gym-gpu-check-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let status = Command::new("bash")
-        .arg(root.join("scripts/gpu-check.sh"))
-        .arg(&out)
-        .args(["--device", "cpu", "--shape", "tiny", "--budget-s", "600"])
-        .arg("--bin")
-        .arg(env!("CARGO_BIN_EXE_ragen-gym"))
+    let status = cpu_check(&out, "600")
         .status()
         .expect("bash runs scripts/gpu-check.sh");
     let log = std::fs::read_to_string(out.join("logs/gpu-check.log")).unwrap_or_default();
@@ -103,16 +109,9 @@ fn gpu_check_cpu_fallback_runs_every_part_at_the_tiny_shape() {
 /// workload; a name that is no part is refused with exit 2, naming it.
 #[test]
 fn gpu_check_parts_runs_only_the_parts_named() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let run = |out: &Path, parts: &str| {
-        let _ = std::fs::remove_dir_all(out);
-        Command::new("bash")
-            .arg(root.join("scripts/gpu-check.sh"))
-            .arg(out)
-            .args(["--device", "cpu", "--shape", "tiny", "--budget-s", "120"])
+        cpu_check(out, "120")
             .args(["--parts", parts])
-            .arg("--bin")
-            .arg(env!("CARGO_BIN_EXE_ragen-gym"))
             .output()
             .expect("bash runs scripts/gpu-check.sh")
     };
