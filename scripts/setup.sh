@@ -86,12 +86,14 @@ log "default model: $gguf"
 
 # 4. Debian packages for the registry tests and the TLS stack: docker-registry (started by the
 #    tests on loopback), libssl-dev + pkg-config (openssl-sys, behind reqwest's native-tls),
-#    chromium (the `ragen-gym view` page rendered headless by tests/all/view.rs).
+#    chromium (the `ragen-gym view` page rendered headless by tests/all/view.rs), strace (counts
+#    the binary's file opens in tests/all/cpu_threads.rs).
 missing=()
 command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 dpkg -s libssl-dev >/dev/null 2>&1 || missing+=(libssl-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v strace >/dev/null 2>&1 || missing+=(strace)
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing ${missing[*]} (apt)"
   apt-get update -qq

@@ -6,6 +6,7 @@ mod authors;
 mod builtin_envs;
 mod child;
 mod countdown;
+mod cpu_threads;
 mod docs;
 mod expert;
 mod failure_policy;
