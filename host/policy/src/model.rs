@@ -294,6 +294,28 @@ impl LlamaModel {
         m
     }
 
+    /// A detached copy for sampling with every LoRA adapter merged into its base weight
+    /// (`W + scale · B A`), so that each projection is
+    /// one GEMM instead of the base GEMM, two rank-r GEMMs, a scale and a sum. The merged
+    /// weights are new tensors: the copy does not see later optimiser steps, so make one per
+    /// rollout. Logits agree with the unmerged model's up to float rounding (within 1e-5 on the
+    /// tiny models, `tests::lora`). Projections without an adapter share their weights.
+    ///
+    /// # Errors
+    /// Tensor errors (allocation).
+    pub fn merged_lora(&self) -> Result<Self> {
+        let mut m = self.detached();
+        for l in &mut m.layers {
+            for lin in l.projections_mut() {
+                if lin.lora.is_some() {
+                    lin.weight = lin.merged_weight()?;
+                    lin.lora = None;
+                }
+            }
+        }
+        Ok(m)
+    }
+
     /// Final hidden states after the last RMSNorm.
     ///
     /// * `input_ids`: [B, T] u32, the new tokens (T = all tokens without a cache, 1 per decode

@@ -200,6 +200,21 @@ impl Policy {
         self.model.detached()
     }
 
+    /// The model a rollout samples from: [`Policy::sampler`] for full fine-tuning, and for LoRA a
+    /// copy with the adapters merged into the base weights ([`LlamaModel::merged_lora`]), made
+    /// now, so it does not see later optimiser steps: make one per rollout. Sampling then runs one
+    /// GEMM per projection, as a model without adapters does; training and scoring keep the
+    /// adapters unmerged ([`Policy::model`], [`Policy::sampler`]).
+    ///
+    /// # Errors
+    /// Allocation failures.
+    pub fn rollout_model(&self) -> Result<LlamaModel> {
+        match self.trainable {
+            Trainable::Full => Ok(self.model.detached()),
+            Trainable::Lora(_) => self.model.merged_lora(),
+        }
+    }
+
     /// A frozen reference policy with the current weights (full: a copy; LoRA: the base model,
     /// which shares the frozen weights and costs no memory).
     ///

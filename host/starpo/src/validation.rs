@@ -97,7 +97,7 @@ pub(crate) fn validate_run(
     let t = Instant::now();
     ev.phase(it, Phase::Validation, run.pool.len());
     let mut generator = PolicyGenerator::new(
-        run.models.policy.sampler(),
+        run.models.policy.rollout_model()?,
         run.models.policy.tokenizer(),
         run.constraint,
         run.prefix_sharing,

@@ -30,7 +30,7 @@ pub fn load_model(
         if dir.join("config.json").exists() && dir.join("model.safetensors").exists() {
             let policy = pol::Policy::from_pretrained_on(&dir, 0, device)
                 .with_context(|| format!("failed to load {}", dir.display()))?;
-            return Ok((policy.sampler(), policy.tokenizer().clone(), dir));
+            return Ok((policy.rollout_model()?, policy.tokenizer().clone(), dir));
         }
     }
     let loaded = pol::load_on(p, device).with_context(|| format!("failed to load model {spec}"))?;

@@ -58,3 +58,69 @@ fn lora_keeps_base_weights_bit_identical_and_frozen_op_matches_plain_matmul() {
         );
     }
 }
+
+/// The rollout model of a LoRA policy merges each adapter into its base weight: its log-probs
+/// equal the unmerged model's within 1e-5 (and differ from the base model's, so the adapters are
+/// in), it holds no adapter, and it keeps the weights it was made with after an optimiser step.
+#[test]
+fn rollout_model_merges_lora_and_scores_as_the_unmerged_model() {
+    for cfg in [tiny_cfg(), tiny_qwen_cfg()] {
+        let loaded = tiny_loaded(cfg, 11);
+        let lora = LoraConfig {
+            rank: 4,
+            alpha: 8.0,
+            target_modules: vec![
+                "q_proj".into(),
+                "k_proj".into(),
+                "v_proj".into(),
+                "o_proj".into(),
+                "gate_proj".into(),
+                "up_proj".into(),
+                "down_proj".into(),
+            ],
+        };
+        let policy = Policy::new(&loaded, Trainable::Lora(lora), 7).unwrap();
+        set_lora_b(&policy, |i| ((i % 7) as f32 - 3.0) * 0.05);
+        let batch = tiny_batch();
+        let lp = |m: &LlamaModel| score(m, &batch).unwrap().logprobs;
+        let merged = policy.rollout_model().unwrap();
+        assert!(
+            merged
+                .layers
+                .iter()
+                .all(|l| l.projections().iter().all(|p| p.lora.is_none())),
+            "an adapter is left unmerged"
+        );
+        let unmerged = lp(policy.model());
+        let d = max_abs(&(lp(&merged) - &unmerged).unwrap());
+        assert!(d < 1e-5, "merged vs unmerged log-probs differ by {d}");
+        let base = loaded.frozen_model().unwrap();
+        let from_base = max_abs(&(lp(&base) - &unmerged).unwrap());
+        assert!(from_base > 1e-3, "the adapters change nothing: {from_base}");
+        // An optimiser step moves the policy, not the rollout model made before it.
+        let before = lp(&merged);
+        let mut opt = adamw(policy.params(), 1e-2);
+        let g = ParamGrads::from_store(
+            nll(policy.model(), &batch).backward().unwrap(),
+            policy.params(),
+        );
+        opt.step(&g, 1e-2).unwrap();
+        assert_eq!(max_abs(&(lp(&merged) - &before).unwrap()), 0.0);
+        let moved = max_abs(&(lp(policy.model()) - &unmerged).unwrap());
+        assert!(moved > 1e-4, "the step moved nothing: {moved}");
+    }
+}
+
+/// A fully fine-tuned policy has no adapters: its rollout model shares the trained weights and
+/// scores exactly as the policy does.
+#[test]
+fn rollout_model_of_a_full_policy_is_the_policy() {
+    let loaded = tiny_loaded(tiny_cfg(), 12);
+    let policy = Policy::new(&loaded, Trainable::Full, 7).unwrap();
+    let batch = tiny_batch();
+    let a = score(policy.model(), &batch).unwrap().logprobs;
+    let b = score(&policy.rollout_model().unwrap(), &batch)
+        .unwrap()
+        .logprobs;
+    assert_eq!(max_abs(&(a - b).unwrap()), 0.0);
+}

@@ -111,7 +111,7 @@ impl Trainer {
         let t = Instant::now();
         ev.phase(it, Phase::Rollout, seeds.len());
         let mut generator = PolicyGenerator::new(
-            self.models.policy.sampler(),
+            self.models.policy.rollout_model()?,
             self.models.policy.tokenizer(),
             self.constraint.as_ref(),
             self.prefix_sharing,
