@@ -195,7 +195,8 @@ impl Policy {
         &self.model
     }
 
-    /// A detached view sharing the weights (sees every optimiser step; use for sampling).
+    /// A detached view sharing the weights: sees every optimiser step and never records a graph
+    /// (scoring without gradients; rollouts sample from [`Policy::rollout_model`]).
     pub fn sampler(&self) -> LlamaModel {
         self.model.detached()
     }
