@@ -211,7 +211,7 @@ impl Policy {
     /// Allocation failures.
     pub fn rollout_model(&self) -> Result<LlamaModel> {
         match self.trainable {
-            Trainable::Full => Ok(self.model.detached()),
+            Trainable::Full => Ok(self.sampler()),
             Trainable::Lora(_) => self.model.merged_lora(),
         }
     }
