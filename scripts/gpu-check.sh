@@ -8,7 +8,9 @@
 # Runs a ragen-gym binary built elsewhere (nothing is compiled here) on a model of Qwen2.5-0.5B's
 # shape with seeded random weights: `bench gpu-check` parts (correctness, sampling, train-step,
 # iteration-full, iteration-lora), each as its own process under a share of the time budget, and
-# the PyTorch anchor (scripts/gpu_check.py torch) when python3 has torch and transformers. It
+# the PyTorch anchor (scripts/gpu_check.py torch) and f32 parity (scripts/gpu_check.py parity:
+# PyTorch's CPU and CUDA logits on the weights correctness left in OUT_DIR/parity/, 2.5 GB at
+# Qwen2.5-0.5B's shape, so leave it out of what travels back) when python3 has torch. It
 # writes OUT_DIR/report.json (ratios included), the per-part JSON files and OUT_DIR/logs/.
 #
 # Defaults: --device cuda, --shape qwen2.5-0.5b, --budget-s 450 (the GPU machine lends 8 minutes).
@@ -82,7 +84,7 @@ log "binary $bin ($("$bin" --version 2>&1)), device $device, shape $shape, budge
 deadline=$((SECONDS + budget))
 reserve=8 # for the report
 # name fraction-of-budget (percent)
-plan=(workload:3 correctness:8 sampling:9 train-step:10 torch:15 iteration-full:35 iteration-lora:20)
+plan=(workload:3 correctness:8 parity:4 sampling:9 train-step:10 torch:15 iteration-full:35 iteration-lora:20)
 if [ -n "$parts" ]; then
   for name in ${parts//,/ }; do
     if ! printf '%s\n' "${plan[@]%%:*}" | grep -qx -- "$name"; then
@@ -111,15 +113,20 @@ for item in "${plan[@]}"; do
     echo "{\"skipped\": \"budget spent\", \"part\": \"$part\"}" >"$out/rust-$part.json"
     continue
   fi
-  if [ "$part" = torch ]; then
-    if ! python3 -c 'import torch, transformers' >/dev/null 2>&1; then
-      log "torch: skipped, python3 has no torch/transformers"
-      echo '{"skipped": "python3 has no torch and transformers"}' >"$out/torch.json"
+  if [ "$part" = torch ] || [ "$part" = parity ]; then
+    if ! python3 -c 'import torch, transformers, safetensors' >/dev/null 2>&1; then
+      log "$part: skipped, python3 has no torch/transformers/safetensors"
+      echo '{"skipped": "python3 has no torch, transformers and safetensors"}' >"$out/$part.json"
+      continue
+    fi
+    if [ "$part" = parity ] && [ ! -f "$out/parity/batch.json" ]; then
+      log "parity: skipped, no OUT/parity/ (the correctness part leaves it off the CPU)"
+      echo '{"skipped": "no parity files (correctness on the CPU, or it failed)"}' >"$out/parity.json"
       continue
     fi
     torch_device="$device"; [ "$torch_device" = auto ] && torch_device=cuda
-    cmd=(python3 "$script_py" torch "$out" --device "$torch_device")
-    result="$out/torch.json"
+    cmd=(python3 "$script_py" "$part" "$out" --device "$torch_device")
+    result="$out/$part.json"
   else
     cmd=("$bin" bench gpu-check --out "$out" --device "$device" --shape "$shape" --part "$part")
     result="$out/rust-$part.json"

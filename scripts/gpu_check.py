@@ -6,6 +6,10 @@
                                                `generate` at the same batch, prompt and new tokens,
                                                and one training step on the same token counts,
                                                full fine-tuning and LoRA -> OUT_DIR/torch.json
+  gpu_check.py parity OUT_DIR [--device cuda]  PyTorch's own f32 logits on the CPU and on the GPU
+                                               for the weights and rows the correctness part left
+                                               in OUT_DIR/parity/, beside ragen-gym's CPU and
+                                               device logits -> OUT_DIR/parity.json
   gpu_check.py report OUT_DIR                  merge workload, rust-*.json and torch.json into
                                                OUT_DIR/report.json with the ratios (stdlib only)
 
@@ -235,6 +239,7 @@ def report(out_dir):
         "rust": {p: part(f"rust-{p}.json") for p in
                  ("correctness", "sampling", "train-step", "iteration-full", "iteration-lora")},
         "pytorch": part("torch.json"),
+        "parity": part("parity.json"),
         "gpu": gpu_info(),
     }
     rust, torch_ = rep["rust"], rep["pytorch"]
@@ -261,6 +266,55 @@ def report(out_dir):
     print(json.dumps(summary, indent=2, sort_keys=True))
 
 
+# ---------------------------------------------------------------------------------------------
+# f32 parity: is ragen-gym's CUDA-vs-CPU logit gap what f32 gives on these weights?
+
+
+def parity(out_dir, device_name):
+    import torch  # noqa: PLC0415
+    import transformers  # noqa: PLC0415
+    from safetensors.torch import load_file  # noqa: PLC0415
+
+    d = os.path.join(out_dir, "parity")
+    rows = load_json(os.path.join(d, "batch.json"))["rows"]
+    ours = {k: load_file(os.path.join(d, f"logits-{k}.safetensors"))["logits"]
+            for k in ("cpu", "device")}
+    # No TF32 anywhere: ragen-gym multiplies f32 with CUBLAS_COMPUTE_32F (docs/gpu.md).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    result = {"positions": int(ours["cpu"].shape[0]), "torch": torch.__version__,
+              "transformers": transformers.__version__}
+    theirs = {}
+    for where in ("cpu", device_name):
+        t = time.time()
+        # Eager attention: plain matmul + softmax, as ragen-gym computes it.
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            os.path.join(d, "model"), dtype=torch.float32, attn_implementation="eager").to(where)
+        model.eval()
+        out = []
+        with torch.no_grad():
+            for ids in rows:
+                x = torch.tensor([ids], device=where)
+                out.append(model(x).logits[0].float().cpu())
+        theirs["cpu" if where == "cpu" else "device"] = torch.cat(out)
+        result[f"torch_{'cpu' if where == 'cpu' else 'device'}_s"] = time.time() - t
+        del model
+
+    def diff(a, b):
+        return float((a - b).abs().max())
+
+    result.update({
+        "max_abs_logit": float(ours["cpu"].abs().max()),
+        "torch_device_vs_torch_cpu": diff(theirs["device"], theirs["cpu"]),
+        "ours_device_vs_ours_cpu": diff(ours["device"], ours["cpu"]),
+        "ours_cpu_vs_torch_cpu": diff(ours["cpu"], theirs["cpu"]),
+        "ours_device_vs_torch_device": diff(ours["device"], theirs["device"]),
+    })
+    write_json(os.path.join(out_dir, "parity.json"), result)
+    print(json.dumps(result, indent=2, sort_keys=True))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -268,11 +322,16 @@ def main():
     t = sub.add_parser("torch")
     t.add_argument("out_dir")
     t.add_argument("--device", default="cuda")
+    q = sub.add_parser("parity")
+    q.add_argument("out_dir")
+    q.add_argument("--device", default="cuda")
     r = sub.add_parser("report")
     r.add_argument("out_dir")
     args = ap.parse_args()
     if args.cmd == "torch":
         torch_anchor(args.out_dir, args.device)
+    elif args.cmd == "parity":
+        parity(args.out_dir, args.device)
     else:
         report(args.out_dir)
 

@@ -60,8 +60,8 @@ pub use optim::{AdamW, AdamWConfig, LrSchedule, ParamGrads, clip_grad_norm};
 pub use policy::{NamedParam, Policy, Trainable};
 pub use prefix_cache::{PrefixCache, PrefixCacheStats};
 pub use sampling::{
-    FinishReason, RowSeed, Sample, SamplingParams, sample, sample_cached, sample_constrained,
-    sample_seeded,
+    FinishReason, RowSeed, Sample, SamplingParams, StopScan, sample, sample_cached,
+    sample_constrained, sample_seeded,
 };
 pub use scoring::{Scores, hidden_states, score};
 pub use shared_prefix::distinct_prefix_tokens;

@@ -2,8 +2,10 @@
 
 mod device;
 mod seeded;
+mod stop;
 
 pub use seeded::{RowSeed, sample_seeded};
+pub use stop::StopScan;
 
 use candle_core::Tensor;
 use rand::{Rng, SeedableRng};
@@ -165,7 +167,14 @@ pub(crate) fn sample_chunked(
     if b == 0 || params.max_new_tokens == 0 {
         return Ok(empty_samples(b));
     }
+    let t = std::time::Instant::now();
     let (first, mut step) = padded_session(model, tokenizer, prompts, prefill_score_bytes)?;
+    tracing::debug!(
+        rows = b,
+        longest = prompts.iter().map(Vec::len).max().unwrap_or(0),
+        prefill_s = t.elapsed().as_secs_f64(),
+        "padded prefill"
+    );
     let rngs = row_rngs(params.seed, b);
     decode(first, rngs, params, tokenizer, constraint, &mut *step)
 }
@@ -349,10 +358,18 @@ fn decode(
     let stop_ids = tokenizer.stop_token_ids().to_vec();
     // Constrained decoding hook ([`crate::constrain`]): one grammar state machine per row.
     let mut guides: Vec<Option<Guide>> = (0..b).map(|_| constraint.map(Guide::new)).collect();
+    let mut scans: Vec<StopScan> = (0..b)
+        .map(|_| StopScan::new(tokenizer, &params.stop))
+        .collect();
     let mut logits = first; // [n_active, V]
     let mut active: Vec<usize> = (0..b).collect();
     let mut done = vec![false; b];
+    // Where a call's time goes, for `RAGEN_LOG=ragen_gym_policy::sampling=debug`: choosing
+    // tokens (on a GPU this waits for the step's kernels), the host's per-row work, the model's
+    // step (on a GPU mostly kernel launches).
+    let (mut choose_s, mut host_s, mut step_s, mut steps) = (0.0, 0.0, 0.0, 0usize);
     loop {
+        let t = std::time::Instant::now();
         // Without a constraint every row is free: on a GPU the tokens are chosen next to the
         // logits (sampling/device.rs). Constrained rows mask host copies of their logits.
         let (free, rows): (Option<Picked>, Vec<Vec<f32>>) = match constraint {
@@ -362,6 +379,9 @@ fn decode(
             ),
             Some(_) => (None, logits.to_vec2()?),
         };
+        choose_s += t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        steps += 1;
         let mut next = Vec::with_capacity(active.len());
         for (i, &row) in active.iter().enumerate() {
             // Constrained decoding hook ([`crate::constrain`]): the row's guide may force the
@@ -388,7 +408,7 @@ fn decode(
             s.tokens.push(tok);
             s.logprobs.push(lp);
             s.kinds.push(rule.kind());
-            if let Some(reason) = finish_reason(s, &stop_ids, params, tokenizer)? {
+            if let Some(reason) = finish_reason(s, &stop_ids, params, &mut scans[row])? {
                 s.finish_reason = reason;
                 done[row] = true;
             }
@@ -398,9 +418,11 @@ fn decode(
             .filter(|&i| !done[active[i]])
             .map(|i| i as u32)
             .collect();
+        host_s += t.elapsed().as_secs_f64();
         if keep.is_empty() {
             break;
         }
+        let t = std::time::Instant::now();
         if keep.len() < active.len() {
             active = keep.iter().map(|&i| active[i as usize]).collect();
             next = keep.iter().map(|&i| next[i as usize]).collect();
@@ -408,10 +430,21 @@ fn decode(
         } else {
             logits = step(None, next)?;
         }
+        step_s += t.elapsed().as_secs_f64();
     }
+    let t = std::time::Instant::now();
     for s in &mut out {
         s.text = tokenizer.decode(&s.tokens, true)?;
     }
+    tracing::debug!(
+        rows = b,
+        steps,
+        choose_s,
+        host_s,
+        step_s,
+        text_s = t.elapsed().as_secs_f64(),
+        "decode"
+    );
     Ok(out)
 }
 
@@ -457,22 +490,21 @@ fn pick_token(
 }
 
 /// Why a row stops after its latest token, if it does: a stop token, a stop string in its
-/// text, or the token budget.
+/// text (`scan`, fed every token of the row once), or the token budget.
 fn finish_reason(
     s: &Sample,
     stop_ids: &[u32],
     params: &SamplingParams,
-    tokenizer: &Tokenizer,
+    scan: &mut StopScan<'_>,
 ) -> Result<Option<FinishReason>> {
     let last = s.tokens.last().copied();
+    // The scan sees every token, a stop token too, so its text stays the row's.
+    let stop_string = scan.push(&s.tokens)?;
     if last.is_some_and(|t| stop_ids.contains(&t)) {
         return Ok(Some(FinishReason::Stop));
     }
-    if !params.stop.is_empty() {
-        let text = tokenizer.decode(&s.tokens, true)?;
-        if params.stop.iter().any(|st| text.contains(st.as_str())) {
-            return Ok(Some(FinishReason::StopString));
-        }
+    if stop_string {
+        return Ok(Some(FinishReason::StopString));
     }
     Ok((s.tokens.len() >= params.max_new_tokens).then_some(FinishReason::Length))
 }

@@ -13,6 +13,7 @@ mod real_model;
 mod recompute;
 mod sampling;
 mod shared_prefix;
+mod stop_strings;
 mod tokenizer;
 
 use candle_core::{Device, Tensor};

@@ -142,11 +142,16 @@ fn play(
 ) -> Result<(), RolloutError> {
     let action_names = spec.action_names.as_deref();
     for turn in 0..p.max_turn {
+        let t = std::time::Instant::now();
         let (active, prompts) = prompts(eps, generator.tokenizer(), p)?;
         if active.is_empty() {
             break;
         }
+        let prompts_s = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
         let generations = generate(generator, &prompts, p, turn, on_progress)?;
+        let generate_s = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
         let mut answers: Vec<Option<Generation>> = eps.iter().map(|_| None).collect();
         for (i, g) in active.into_iter().zip(generations) {
             answers[i] = Some(g);
@@ -159,6 +164,17 @@ fn play(
         run_parallel(&mut work, |((env, ep), answer)| {
             ep.apply(std::mem::take(answer), env.as_mut(), p, action_names)
         });
+        // Where a turn's time goes, for `RAGEN_LOG=ragen_gym_starpo::rollout=debug`.
+        tracing::debug!(
+            turn,
+            prompts = prompts.len(),
+            prompt_tokens = prompts.iter().map(Vec::len).sum::<usize>(),
+            longest = prompts.iter().map(Vec::len).max().unwrap_or(0),
+            prompts_s,
+            generate_s,
+            env_s = t.elapsed().as_secs_f64(),
+            "rollout turn"
+        );
     }
     Ok(())
 }

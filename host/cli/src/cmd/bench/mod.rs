@@ -16,6 +16,9 @@ pub enum BenchCommand {
     /// `ragen-gym serve` under N concurrent clients next to in-process batch-N sampling of the
     /// same prompts, alternating in one run: tokens/s, latency percentiles, the ratio.
     Serve(ServeArgs),
+    /// The sampler's stop-string check on a RAGEN turn's rows: decoding every row's tokens after
+    /// each new one (the old rule) against the incremental scan, alternating in one run.
+    StopScan(StopScanArgs),
 }
 
 mod envs;
@@ -33,6 +36,9 @@ pub use iteration::IterationArgs;
 mod serve;
 pub use serve::ServeArgs;
 
+mod stop_scan;
+pub use stop_scan::StopScanArgs;
+
 pub mod harness;
 pub mod memory;
 
@@ -44,5 +50,6 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::GpuCheck(a) => gpu_check::run(a),
         BenchCommand::Iteration(a) => iteration::run(a),
         BenchCommand::Serve(a) => serve::run(a),
+        BenchCommand::StopScan(a) => stop_scan::run(a),
     }
 }

@@ -3,7 +3,10 @@
 //! padding) against scorer log-probs (full sequences, right padding) in bf16 and f32.
 //! The tolerances are those of `docs/gpu.md`, "The GPU check".
 
+use std::path::Path;
 use std::time::Instant;
+
+use anyhow::Context;
 
 use ragen_gym_policy::{
     self as pol, DType, Device, LlamaModel, LoadedModel, ModelParts, SamplingParams, Tensor,
@@ -125,7 +128,11 @@ fn sampler_vs_scorer(
 
 /// The correctness part: f32 logits on the device against the CPU, bf16 log-probs against f32,
 /// and sampler log-probs against scorer log-probs, each with its tolerance and `pass`.
-pub(super) fn correctness(w: &Workload, device: &Device) -> anyhow::Result<Value> {
+/// Off the CPU it also leaves `OUT/parity/` for `scripts/gpu_check.py parity`: the model
+/// (`model/`, Hugging Face layout), the rows (`batch.json`) and both f32 logits
+/// (`logits-cpu.safetensors`, `logits-device.safetensors`: tensor `logits`, [positions, V]), so PyTorch's own CPU and CUDA f32
+/// logits of the same weights can be set beside ours.
+pub(super) fn correctness(w: &Workload, device: &Device, out: &Path) -> anyhow::Result<Value> {
     let mem = MemoryProbe::start(device);
     let mut state = w.seed ^ 0xc0de;
     let batch = check_batch(w, &mut state)?;
@@ -142,6 +149,9 @@ pub(super) fn correctness(w: &Workload, device: &Device) -> anyhow::Result<Value
     let got = logits_at_real_positions(&dev32, &batch)?;
     let max_diff = f64::from((&got - &reference)?.abs()?.max_all()?.to_scalar::<f32>()?);
     let max_logit = f64::from(reference.abs()?.max_all()?.to_scalar::<f32>()?);
+    if !device.is_cpu() {
+        write_parity(out, &cpu, &batch, &reference, &got)?;
+    }
     // (a2) per-token log-probs, bf16 vs f32 on the device (bf16 is the GPU's compute dtype; on
     // the CPU this forces it, to check the same precision path).
     let dev16 = dev32.with_compute_dtype(DType::BF16);
@@ -186,6 +196,34 @@ pub(super) fn correctness(w: &Workload, device: &Device) -> anyhow::Result<Value
         .flatten()
         .all(|(_, c)| c["pass"] == Value::Bool(true));
     Ok(json!({ "checks": checks, "pass": pass, "memory": mem.finish().json() }))
+}
+
+/// The files of `scripts/gpu_check.py parity` under `OUT/parity/`.
+fn write_parity(
+    out: &Path,
+    cpu: &LoadedModel,
+    batch: &TokenBatch,
+    reference: &Tensor,
+    got: &Tensor,
+) -> anyhow::Result<()> {
+    let dir = out.join("parity");
+    std::fs::create_dir_all(&dir).with_context(|| format!("failed to create {}", dir.display()))?;
+    cpu.save_pretrained(&dir.join("model"))?;
+    let rows: Vec<Vec<u32>> = batch
+        .input_ids
+        .iter()
+        .zip(&batch.attention_mask)
+        .map(|(ids, m)| ids[..m.iter().filter(|x| **x != 0).count()].to_vec())
+        .collect();
+    let path = dir.join("batch.json");
+    std::fs::write(&path, serde_json::to_string(&json!({ "rows": rows }))?)
+        .with_context(|| format!("failed to write {}", path.display()))?;
+    for (name, t) in [("cpu", reference), ("device", got)] {
+        let path = dir.join(format!("logits-{name}.safetensors"));
+        t.save_safetensors("logits", &path)
+            .with_context(|| format!("failed to write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 fn with_pass(mut v: Value, tol: f64) -> Value {

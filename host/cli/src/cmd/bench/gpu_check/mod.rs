@@ -118,7 +118,7 @@ pub fn run(args: GpuCheckArgs) -> anyhow::Result<()> {
         let t = Instant::now();
         let mut v = match part {
             Part::Workload => workload::workload_json(&w, &device)?,
-            Part::Correctness => correctness::correctness(&w, &device)?,
+            Part::Correctness => correctness::correctness(&w, &device, &args.out)?,
             Part::Sampling => throughput::sampling(&w, &device)?,
             Part::TrainStep => throughput::train_step(&w, &device)?,
             Part::IterationFull => throughput::iteration(&w, &device, false, &args.out)?,
