@@ -119,11 +119,12 @@ impl PrefixTree {
         self.tokens.len()
     }
 
-    /// (query, key) pairs the attention calls compute, padding included.
+    /// (query, key) pairs the attention calls compute: each block of queries over the keys up
+    /// to its last open one (`ops::attention::computed_pairs`), padding inside that included.
     pub(crate) fn attention_pairs(&self) -> u64 {
         self.calls
             .iter()
-            .map(|c| (c.rows * c.tq * c.tk) as u64)
+            .map(|c| crate::ops::attention::computed_pairs(&c.bias, c.rows, c.tq, c.tk))
             .sum()
     }
 }
@@ -307,7 +308,9 @@ mod tests {
         for (n, &r) in t.output_row.iter().enumerate() {
             assert_eq!(slots[r as usize], n as u32);
         }
-        assert_eq!(t.attention_pairs(), 9 + 20);
+        // The kernel computes each query block up to its last open key: the prompt's 3 x 3
+        // square in one block, and the short member row's padded fifth key not at all.
+        assert_eq!(t.attention_pairs(), 9 + 18);
         let seqs: [&[u32]; 3] = [&[5, 6, 7, 8, 9], &[5, 6, 7, 8, 4], &[5, 6, 7, 3]];
         assert_eq!(distinct_prefix_tokens(seqs), 7);
     }

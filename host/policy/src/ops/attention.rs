@@ -7,11 +7,15 @@
 //! FlashAttention does, Dao et al. 2022, arXiv 2205.14135), so no `[B, H, T, Tk]` tensor outlives
 //! the op. Query head `j` reads key/value head `j / (H / KV)`.
 //!
-//! Keys come in one block per row today. A shared prompt prefix fits here as a second key block
-//! read by every row: the score and output loops below run over key blocks, so adding one means
-//! adding the prefix's `(k, v)` slices and its mask columns. (Sampling reads shared prefixes
-//! through [`super::chain_attention`]; training on them is not built yet:
-//! `docs/ragen-semantics.md`, "Prefix sharing in rollouts".)
+//! Queries are taken in blocks of [`QUERY_BLOCK`], and a block's scores, softmax and products
+//! run only over the keys up to the last one any of its queries may attend to (its mask row's
+//! last open entry, [`key_limits`]): masked keys past that have probability exactly 0, so the
+//! result is the dense one's, and a causal square costs about half of itself (FlashAttention's
+//! block skipping, arXiv 2205.14135 §3.1, at the granularity of query blocks). The backward runs
+//! one task per (row, query head) and sums the query heads' key and value gradients per kv head,
+//! so a model with 3 kv heads (SmolLM2-135M) gives two cores 9 tasks a row, not 3. Shared-prefix
+//! training (`crate::model::shared`) gathers each call's keys so that ancestors come first and a
+//! segment's own keys after them, which keeps the open keys of a query at the front.
 
 use std::sync::Arc;
 
@@ -35,7 +39,44 @@ struct Dims {
 struct Attention {
     /// Additive mask [B, T, Tk]: 0 where a query may attend, a large negative value elsewhere.
     bias: Arc<Vec<f32>>,
+    /// Per query (row-major [B, T]): the keys past which every entry of its mask row is masked,
+    /// so scores, softmax and products stop there ([`key_limits`]).
+    limits: Vec<usize>,
     scale: f32,
+}
+
+/// Queries per block: a block computes its scores over the keys up to its rows' largest limit,
+/// so a causal square costs about half of itself plus a block's diagonal strip.
+const QUERY_BLOCK: usize = 32;
+
+/// Bias entries at or below this are masked (the masks write -1e9).
+const MASKED: f32 = -1e8;
+
+/// The (query, key) pairs the fused kernel computes for `rows` rows of `tq` queries over `tk`
+/// keys under `bias` ([rows, tq, tk]): each block of [`QUERY_BLOCK`] queries over the keys up to
+/// its largest limit (what the FLOP count of a forward calls attention work, `crate::flops`).
+pub(crate) fn computed_pairs(bias: &[f32], rows: usize, tq: usize, tk: usize) -> u64 {
+    let limits = key_limits(bias, tk);
+    (0..rows)
+        .flat_map(|r| {
+            let lim = &limits[r * tq..(r + 1) * tq];
+            lim.chunks(QUERY_BLOCK)
+                .map(|b| (b.len() * b.iter().copied().max().unwrap_or(tk)) as u64)
+        })
+        .sum()
+}
+
+/// For each query row of `bias` ([rows, tk] row-major), one past its last unmasked key; `tk` for
+/// a row with no unmasked key, whose softmax over all-masked scores is then computed in full as
+/// before (padding queries; their outputs are not read).
+pub(super) fn key_limits(bias: &[f32], tk: usize) -> Vec<usize> {
+    bias.chunks(tk.max(1))
+        .map(|row| {
+            row.iter()
+                .rposition(|&x| x > MASKED)
+                .map_or(tk, |last| last + 1)
+        })
+        .collect()
 }
 
 impl Attention {
@@ -62,17 +103,40 @@ impl Attention {
         })
     }
 
-    /// Softmax probabilities [t, tk] of query head `hi` in row `bi`.
-    fn probs(&self, d: Dims, q: &[f32], k: &[f32], bi: usize, hi: usize) -> Vec<f32> {
+    /// The query blocks of row `bi`: (first query, queries, keys the block reads).
+    fn blocks(&self, d: Dims, bi: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        (0..d.t).step_by(QUERY_BLOCK).map(move |r0| {
+            let nb = QUERY_BLOCK.min(d.t - r0);
+            let lim = &self.limits[bi * d.t + r0..bi * d.t + r0 + nb];
+            (r0, nb, lim.iter().copied().max().unwrap_or(d.tk))
+        })
+    }
+
+    /// Softmax probabilities [nb, kmax] (row stride `kmax`) of queries `r0..r0 + nb` of query head
+    /// `hi` in row `bi` over keys `0..kmax`; the keys past `kmax` are masked for all of them, so
+    /// their probabilities are exactly 0 and left out.
+    fn probs_block(
+        &self,
+        d: Dims,
+        q: &[f32],
+        k: &[f32],
+        (bi, hi): (usize, usize),
+        (r0, nb, kmax): (usize, usize, usize),
+        p: &mut [f32],
+    ) {
         let g = hi / (d.h / d.kv);
-        let qm = Mat::rows(&q[(bi * d.t * d.h + hi) * d.hd..], d.t, d.hd, d.h * d.hd);
-        let km = Mat::rows(&k[(bi * d.tk * d.kv + g) * d.hd..], d.tk, d.hd, d.kv * d.hd);
-        let mut p = zeros(d.t * d.tk);
-        gemm(&mut p, d.tk, qm, km.t(), self.scale, false, 1);
-        let bias = &self.bias[bi * d.t * d.tk..(bi + 1) * d.t * d.tk];
-        for (row, brow) in p.chunks_mut(d.tk).zip(bias.chunks(d.tk)) {
+        let qm = Mat::rows(
+            &q[((bi * d.t + r0) * d.h + hi) * d.hd..],
+            nb,
+            d.hd,
+            d.h * d.hd,
+        );
+        let km = Mat::rows(&k[(bi * d.tk * d.kv + g) * d.hd..], kmax, d.hd, d.kv * d.hd);
+        gemm(&mut p[..nb * kmax], kmax, qm, km.t(), self.scale, false, 1);
+        let bias = &self.bias[(bi * d.t + r0) * d.tk..];
+        for (row, brow) in p.chunks_mut(kmax).take(nb).zip(bias.chunks(d.tk)) {
             let mut m = f32::NEG_INFINITY;
-            for (x, b) in row.iter_mut().zip(brow) {
+            for (x, b) in row.iter_mut().zip(&brow[..kmax]) {
                 *x += b;
                 m = m.max(*x);
             }
@@ -86,43 +150,43 @@ impl Attention {
                 *x *= inv;
             }
         }
-        p
     }
 
-    /// The gradients of task `item` = (row `bi`, kv head `g`): the dq blocks of its `rep` query
-    /// heads and its dk, dv blocks, each [t or tk, hd]. `x` holds q, k, v and dout.
-    fn group_grads(&self, d: Dims, x: [&[f32]; 4], item: usize) -> GroupGrads {
+    /// The gradients of task `item` = (row `bi`, query head `hi`): its dq block [t, hd] and its
+    /// share of the dk, dv blocks [tk, hd] of kv head `hi / rep`. `x` holds q, k, v and dout.
+    /// Each query block reads only the keys up to its limit.
+    fn head_grads(&self, d: Dims, x: [&[f32]; 4], item: usize) -> GroupGrads {
         let [q, k, v, dout] = x;
         let rep = d.h / d.kv;
-        let (bi, g) = (item / d.kv, item % d.kv);
+        let (bi, hi) = (item / d.h, item % d.h);
+        let g = hi / rep;
         let off_kv = (bi * d.tk * d.kv + g) * d.hd;
-        let km = Mat::rows(&k[off_kv..], d.tk, d.hd, d.kv * d.hd);
-        let vm = Mat::rows(&v[off_kv..], d.tk, d.hd, d.kv * d.hd);
-        let mut dq = zeros(rep * d.t * d.hd);
+        let mut dq = zeros(d.t * d.hd);
         let mut dk = zeros(d.tk * d.hd);
         let mut dv = zeros(d.tk * d.hd);
-        let mut dp = zeros(d.t * d.tk);
-        for r in 0..rep {
-            let hi = g * rep + r;
-            let off_q = (bi * d.t * d.h + hi) * d.hd;
-            let qm = Mat::rows(&q[off_q..], d.t, d.hd, d.h * d.hd);
-            let dom = Mat::rows(&dout[off_q..], d.t, d.hd, d.h * d.hd);
-            let p = self.probs(d, q, k, bi, hi);
-            let pm = Mat::rows(&p, d.t, d.tk, d.tk);
+        let mut p = zeros(QUERY_BLOCK.min(d.t) * d.tk);
+        let mut dp = zeros(QUERY_BLOCK.min(d.t) * d.tk);
+        for (r0, nb, kmax) in self.blocks(d, bi) {
+            let km = Mat::rows(&k[off_kv..], kmax, d.hd, d.kv * d.hd);
+            let vm = Mat::rows(&v[off_kv..], kmax, d.hd, d.kv * d.hd);
+            let off_q = ((bi * d.t + r0) * d.h + hi) * d.hd;
+            let qm = Mat::rows(&q[off_q..], nb, d.hd, d.h * d.hd);
+            let dom = Mat::rows(&dout[off_q..], nb, d.hd, d.h * d.hd);
+            self.probs_block(d, q, k, (bi, hi), (r0, nb, kmax), &mut p);
+            let pm = Mat::rows(&p, nb, kmax, kmax);
             // dV += Pᵀ dO
             gemm(&mut dv, d.hd, pm.t(), dom, 1.0, true, 1);
             // dP = dO Vᵀ; dS = P ∘ (dP − rowsum(dP ∘ P))
-            gemm(&mut dp, d.tk, dom, vm.t(), 1.0, false, 1);
-            for (dprow, prow) in dp.chunks_mut(d.tk).zip(p.chunks(d.tk)) {
+            gemm(&mut dp[..nb * kmax], kmax, dom, vm.t(), 1.0, false, 1);
+            for (dprow, prow) in dp.chunks_mut(kmax).zip(p.chunks(kmax)).take(nb) {
                 let dot: f32 = dprow.iter().zip(prow).map(|(a, b)| a * b).sum();
                 for (x, pv) in dprow.iter_mut().zip(prow) {
                     *x = pv * (*x - dot);
                 }
             }
-            let dsm = Mat::rows(&dp, d.t, d.tk, d.tk);
+            let dsm = Mat::rows(&dp, nb, kmax, kmax);
             // dQ = scale · dS K; dK += scale · dSᵀ Q
-            let dqh = &mut dq[r * d.t * d.hd..(r + 1) * d.t * d.hd];
-            gemm(dqh, d.hd, dsm, km, self.scale, false, 1);
+            gemm(&mut dq[r0 * d.hd..], d.hd, dsm, km, self.scale, false, 1);
             gemm(&mut dk, d.hd, dsm.t(), qm, self.scale, true, 1);
         }
         (dq, dk, dv)
@@ -132,27 +196,30 @@ impl Attention {
 /// One backward task's gradient blocks: dq of its query heads, dk and dv of its kv head.
 type GroupGrads = (Vec<f32>, Vec<f32>, Vec<f32>);
 
-/// The tasks' gradient blocks written into dq [B, T, H, hd] and dk, dv [B, Tk, KV, hd].
+/// The tasks' gradient blocks written into dq [B, T, H, hd] and dk, dv [B, Tk, KV, hd] (the
+/// `rep` query heads of a kv head summed in head order).
 fn scatter_grads(d: Dims, parts: &[GroupGrads]) -> GroupGrads {
     let rep = d.h / d.kv;
     let mut dq = zeros(d.b * d.t * d.h * d.hd);
     let mut dk = zeros(d.b * d.tk * d.kv * d.hd);
     let mut dv = zeros(d.b * d.tk * d.kv * d.hd);
     for (item, (pq, pk, pv)) in parts.iter().enumerate() {
-        let (bi, g) = (item / d.kv, item % d.kv);
-        for r in 0..rep {
-            let hi = g * rep + r;
-            for ti in 0..d.t {
-                let dst = ((bi * d.t + ti) * d.h + hi) * d.hd;
-                let src = (r * d.t + ti) * d.hd;
-                dq[dst..dst + d.hd].copy_from_slice(&pq[src..src + d.hd]);
-            }
+        let (bi, hi) = (item / d.h, item % d.h);
+        let g = hi / rep;
+        for ti in 0..d.t {
+            let dst = ((bi * d.t + ti) * d.h + hi) * d.hd;
+            let src = ti * d.hd;
+            dq[dst..dst + d.hd].copy_from_slice(&pq[src..src + d.hd]);
         }
         for ti in 0..d.tk {
             let dst = ((bi * d.tk + ti) * d.kv + g) * d.hd;
             let src = ti * d.hd;
-            dk[dst..dst + d.hd].copy_from_slice(&pk[src..src + d.hd]);
-            dv[dst..dst + d.hd].copy_from_slice(&pv[src..src + d.hd]);
+            for (o, x) in dk[dst..dst + d.hd].iter_mut().zip(&pk[src..src + d.hd]) {
+                *o += x;
+            }
+            for (o, x) in dv[dst..dst + d.hd].iter_mut().zip(&pv[src..src + d.hd]) {
+                *o += x;
+            }
         }
     }
     (dq, dk, dv)
@@ -182,23 +249,19 @@ impl CustomOp3 for Attention {
             .into_par_iter()
             .map(|item| {
                 let (bi, hi) = (item / d.h, item % d.h);
-                let p = self.probs(d, q, k, bi, hi);
-                let vm = Mat::rows(
-                    &v[(bi * d.tk * d.kv + hi / rep) * d.hd..],
-                    d.tk,
-                    d.hd,
-                    d.kv * d.hd,
-                );
+                let mut p = zeros(QUERY_BLOCK.min(d.t) * d.tk);
                 let mut o = zeros(d.t * d.hd);
-                gemm(
-                    &mut o,
-                    d.hd,
-                    Mat::rows(&p, d.t, d.tk, d.tk),
-                    vm,
-                    1.0,
-                    false,
-                    1,
-                );
+                for (r0, nb, kmax) in self.blocks(d, bi) {
+                    self.probs_block(d, q, k, (bi, hi), (r0, nb, kmax), &mut p);
+                    let vm = Mat::rows(
+                        &v[(bi * d.tk * d.kv + hi / rep) * d.hd..],
+                        kmax,
+                        d.hd,
+                        d.kv * d.hd,
+                    );
+                    let pm = Mat::rows(&p, nb, kmax, kmax);
+                    gemm(&mut o[r0 * d.hd..], d.hd, pm, vm, 1.0, false, 1);
+                }
                 o
             })
             .collect();
@@ -227,10 +290,11 @@ impl CustomOp3 for Attention {
             with_slice(k, name, |k| {
                 with_slice(v, name, |v| {
                     with_slice(dout, name, |dout| {
-                        // One task per (row, kv head).
-                        let parts: Vec<GroupGrads> = (0..d.b * d.kv)
+                        // One task per (row, query head): H tasks a row, not KV, so two
+                        // cores stay busy on a model with few kv heads.
+                        let parts: Vec<GroupGrads> = (0..d.b * d.h)
                             .into_par_iter()
-                            .map(|item| self.group_grads(d, [q, k, v, dout], item))
+                            .map(|item| self.head_grads(d, [q, k, v, dout], item))
                             .collect();
                         scatter_grads(d, &parts)
                     })
@@ -254,11 +318,13 @@ pub(crate) fn attention(
     bias: &Arc<Vec<f32>>,
     scale: f64,
 ) -> candle_core::Result<Tensor> {
+    let tk = k.dim(1)?;
     q.contiguous()?.apply_op3(
         &k.contiguous()?,
         &v.contiguous()?,
         Attention {
             bias: bias.clone(),
+            limits: key_limits(bias, tk),
             scale: scale as f32,
         },
     )

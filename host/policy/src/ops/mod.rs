@@ -13,7 +13,7 @@
 //! - [`token_logprobs`]: lm_head + log-softmax + entropy at the scored positions only, in row
 //!   chunks, so the `[N, V]` logits never exist whole.
 
-mod attention;
+pub(crate) mod attention;
 mod chain_attention;
 mod gemm;
 mod logprob;

@@ -178,6 +178,55 @@ fn fused_attention_matches_composition() {
     );
 }
 
+/// Causal self-attention over 150 queries (blocks of 32, the last one short): rows with leading
+/// padding keys, a row whose queries past 100 see nothing (fully masked rows), values and all
+/// gradients against the composed twin.
+#[test]
+fn fused_attention_skips_masked_blocks_exactly() {
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    let (b, t, h, kv, hd) = (3, 150, 4, 2, 8);
+    let tk = t;
+    let q = var(&mut rng, &[b, t, h, hd], 1.5);
+    let k = var(&mut rng, &[b, tk, kv, hd], 1.5);
+    let v = var(&mut rng, &[b, tk, kv, hd], 1.0);
+    let mut bias = vec![];
+    for bi in 0..b {
+        for i in 0..t {
+            bias.extend((0..tk).map(|kk| {
+                let open = match bi {
+                    0 => kk <= i,
+                    1 => kk <= i && kk >= 7, // seven padding keys in front
+                    _ => kk <= i && i < 100, // queries past 100 see no key
+                };
+                if open { 0.0 } else { -1e9f32 }
+            }));
+        }
+    }
+    let bias_t = Tensor::from_slice(&bias, (b, 1, 1, t, tk), &Device::Cpu).unwrap();
+    let bias = Arc::new(bias);
+    let scale = 1.0 / (hd as f64).sqrt();
+    check(
+        "attention-blocks",
+        &[q, k, v],
+        |ts| super::attention(&ts[0], &ts[1], &ts[2], &bias, scale).unwrap(),
+        |ts| {
+            let q = ts[0].transpose(1, 2).unwrap().contiguous().unwrap();
+            let k = ts[1].transpose(1, 2).unwrap().contiguous().unwrap();
+            let v = ts[2].transpose(1, 2).unwrap().contiguous().unwrap();
+            super::sdpa_composed(&q, &k, &v, &bias_t, h / kv, DType::F32).unwrap()
+        },
+        1e-5,
+    );
+}
+
+#[test]
+fn attention_key_limits_are_one_past_the_last_open_key() {
+    // Rows: causal row 0 (key 0 open), a padded row (keys 2..=3 open), a fully masked row.
+    let m = -1e9f32;
+    let bias = [0.0, m, m, m, m, m, 0.0, 0.0, m, m, m, m];
+    assert_eq!(super::attention::key_limits(&bias, 4), vec![1, 4, 4]);
+}
+
 #[test]
 fn fused_token_logprobs_matches_composition() {
     let mut rng = ChaCha8Rng::seed_from_u64(5);
