@@ -13,6 +13,7 @@ mod failure_policy;
 mod fork;
 mod gigpo;
 mod kill_resume;
+mod layering;
 mod learning;
 mod net_hostile;
 mod prefix_sharing;

@@ -9,6 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// gym-sokoban `penalty_for_step`, the config's default.
+pub const STEP_PENALTY: f64 = -0.1;
+
 /// Which set of text symbols observations use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -80,7 +83,7 @@ impl Default for SokobanConfig {
             grid_vocab: GridVocab::Standard,
             observation_format: ObservationFormat::Grid,
             answer_example: true,
-            penalty_for_step: crate::env::STEP_PENALTY,
+            penalty_for_step: STEP_PENALTY,
         }
     }
 }

@@ -17,8 +17,6 @@ use crate::generator::{self, MAX_SEED_ATTEMPTS};
 use crate::level::{Direction, Level, legend};
 use crate::observation::observe;
 
-/// gym-sokoban `penalty_for_step`, the config's default.
-pub const STEP_PENALTY: f64 = -0.1;
 /// gym-sokoban `reward_box_on_target` (and its negative for pushing a box off).
 pub const BOX_ON_TARGET_REWARD: f64 = 1.0;
 /// gym-sokoban `reward_finished`.
