@@ -140,32 +140,29 @@ fn fused_rope_matches_composition() {
     );
 }
 
-#[test]
-fn fused_attention_matches_composition() {
-    let mut rng = ChaCha8Rng::seed_from_u64(4);
-    // 6 query heads over 2 kv heads; 3 new queries over 7 keys (a cache of 4), with padding.
-    let (b, t, tk, h, kv, hd) = (2, 3, 7, 6, 2, 8);
+/// Fused attention against its composed twin, values and the gradients of q, k and v, on
+/// random inputs of `(b, t, tk, h, kv, hd)` under the mask `open(row, query, key)`.
+fn check_attention(
+    name: &str,
+    seed: u64,
+    (b, t, tk, h, kv, hd): (usize, usize, usize, usize, usize, usize),
+    open: impl Fn(usize, usize, usize) -> bool,
+) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let q = var(&mut rng, &[b, t, h, hd], 1.5);
     let k = var(&mut rng, &[b, tk, kv, hd], 1.5);
     let v = var(&mut rng, &[b, tk, kv, hd], 1.0);
-    let valid = [vec![true; tk], {
-        let mut r = vec![true; tk];
-        r[0] = false;
-        r[1] = false;
-        r
-    }];
-    let mut bias = vec![];
-    for row in &valid {
-        for i in 0..t {
-            let j = tk - t + i;
-            bias.extend((0..tk).map(|kk| if kk <= j && row[kk] { 0.0 } else { -1e9f32 }));
-        }
-    }
+    let bias: Vec<f32> = (0..b * t * tk)
+        .map(|x| {
+            let (bi, i, kk) = (x / (t * tk), x / tk % t, x % tk);
+            if open(bi, i, kk) { 0.0 } else { -1e9 }
+        })
+        .collect();
     let bias_t = Tensor::from_slice(&bias, (b, 1, 1, t, tk), &Device::Cpu).unwrap();
     let bias = Arc::new(bias);
     let scale = 1.0 / (hd as f64).sqrt();
     check(
-        "attention",
+        name,
         &[q, k, v],
         |ts| super::attention(&ts[0], &ts[1], &ts[2], &bias, scale).unwrap(),
         |ts| {
@@ -178,44 +175,32 @@ fn fused_attention_matches_composition() {
     );
 }
 
+#[test]
+fn fused_attention_matches_composition() {
+    // 6 query heads over 2 kv heads; 3 new queries over 7 keys (a cache of 4); row 1 has two
+    // padding keys in front.
+    let (t, tk) = (3, 7);
+    check_attention("attention", 4, (2, t, tk, 6, 2, 8), |bi, i, kk| {
+        kk <= tk - t + i && !(bi == 1 && kk < 2)
+    });
+}
+
 /// Causal self-attention over 150 queries (blocks of 32, the last one short): rows with leading
 /// padding keys, a row whose queries past 100 see nothing (fully masked rows), values and all
 /// gradients against the composed twin.
 #[test]
 fn fused_attention_skips_masked_blocks_exactly() {
-    let mut rng = ChaCha8Rng::seed_from_u64(6);
-    let (b, t, h, kv, hd) = (3, 150, 4, 2, 8);
-    let tk = t;
-    let q = var(&mut rng, &[b, t, h, hd], 1.5);
-    let k = var(&mut rng, &[b, tk, kv, hd], 1.5);
-    let v = var(&mut rng, &[b, tk, kv, hd], 1.0);
-    let mut bias = vec![];
-    for bi in 0..b {
-        for i in 0..t {
-            bias.extend((0..tk).map(|kk| {
-                let open = match bi {
-                    0 => kk <= i,
-                    1 => kk <= i && kk >= 7, // seven padding keys in front
-                    _ => kk <= i && i < 100, // queries past 100 see no key
-                };
-                if open { 0.0 } else { -1e9f32 }
-            }));
-        }
-    }
-    let bias_t = Tensor::from_slice(&bias, (b, 1, 1, t, tk), &Device::Cpu).unwrap();
-    let bias = Arc::new(bias);
-    let scale = 1.0 / (hd as f64).sqrt();
-    check(
+    check_attention(
         "attention-blocks",
-        &[q, k, v],
-        |ts| super::attention(&ts[0], &ts[1], &ts[2], &bias, scale).unwrap(),
-        |ts| {
-            let q = ts[0].transpose(1, 2).unwrap().contiguous().unwrap();
-            let k = ts[1].transpose(1, 2).unwrap().contiguous().unwrap();
-            let v = ts[2].transpose(1, 2).unwrap().contiguous().unwrap();
-            super::sdpa_composed(&q, &k, &v, &bias_t, h / kv, DType::F32).unwrap()
+        6,
+        (3, 150, 150, 4, 2, 8),
+        |bi, i, kk| {
+            match bi {
+                0 => kk <= i,
+                1 => kk <= i && kk >= 7, // seven padding keys in front
+                _ => kk <= i && i < 100, // queries past 100 see no key
+            }
         },
-        1e-5,
     );
 }
 
