@@ -12,9 +12,12 @@
 //! text. vLLM checks stop strings the same way (`vllm/v1/engine/detokenizer.py`,
 //! `check_stop_strings`: the tail of the new characters plus the stop's length).
 //!
-//! When the incremental decoder cannot go on (`DecodeStreamError::InvalidPrefix`: a decoder
-//! whose text of `ids[..n]` is not a prefix of that of `ids[..n + 1]`), the row falls back to
-//! decoding all its tokens at each step, the quadratic rule, so the answer stays the rule's.
+//! Where the incremental decoder holds an id back (its text ends in an unfinished character,
+//! which the rule's lossy decoding shows as U+FFFD after whatever text came before it in the same
+//! token), that step decodes all of the row's tokens, as the rule does. When the incremental
+//! decoder cannot go on (`DecodeStreamError::InvalidPrefix`: a decoder whose text of `ids[..n]`
+//! is not a prefix of that of `ids[..n + 1]`), the row falls back to decoding all its tokens at
+//! each step, the quadratic rule. Either way the answer stays the rule's.
 
 use tokenizers::{
     DecodeStream, DecoderWrapper, ModelWrapper, NormalizerWrapper, PostProcessorWrapper,
@@ -87,9 +90,16 @@ impl<'t> StopScan<'t> {
         let id = tokens[tokens.len() - 1];
         if let Some(stream) = self.stream.as_mut() {
             match stream.step(id) {
-                Ok(None) => return Ok(false),
+                // Held back: the text ends in an unfinished character (or the id added none).
+                // Lossy decoding shows text before that character, which may complete a stop
+                // string, so this step answers by the rule itself (rare: a character split
+                // across tokens, or a skipped special token).
+                Ok(None) => {}
                 Ok(Some(chunk)) => {
-                    let mut from = self.text.len().saturating_sub(self.longest - 1);
+                    let mut from = self
+                        .text
+                        .len()
+                        .saturating_sub(self.longest.saturating_sub(1));
                     while !self.text.is_char_boundary(from) {
                         from -= 1;
                     }

@@ -109,6 +109,27 @@ fn stop_scan_stops_at_the_token_that_completes_the_string() {
 }
 
 #[test]
+fn stop_scan_finds_a_stop_before_an_unfinished_character_in_the_same_token() {
+    // One token holds a space and the first two bytes of "\u{2014}" (E2 80 94; GPT-2 spells the
+    // token "ĠâĢ"), the next token the last byte. Decoding "a" + that token shows "a \u{fffd}",
+    // so "a " is complete at index 1, before the character is.
+    let tok = super::byte_tokenizer(|_| true, &["\u{120}\u{e2}\u{122}"]);
+    let split = tok.inner().token_to_id("\u{120}\u{e2}\u{122}").unwrap();
+    let ids = [byte_id(&tok, b'a'), split, byte_id(&tok, 0x94)];
+    assert_eq!(tok.decode(&ids, true).unwrap(), "a \u{2014}");
+    let stops = vec!["a ".to_string()];
+    assert_eq!(first_stop_by_decoding(&tok, &ids, &stops), Some(1));
+    assert_eq!(first_stop_by_scan(&tok, &ids, &stops), Some(1));
+    // An empty stop string is in every text: the first token stops, also when it is a lone
+    // leading byte or a special token the text skips.
+    let empty = vec![String::new()];
+    for first in [byte_id(&tok, 0xe2), 2, byte_id(&tok, b'x')] {
+        assert_eq!(first_stop_by_decoding(&tok, &[first], &empty), Some(0));
+        assert_eq!(first_stop_by_scan(&tok, &[first], &empty), Some(0));
+    }
+}
+
+#[test]
 fn sampler_stops_at_the_first_token_completing_a_stop_string() {
     let loaded = tiny_loaded(tiny_cfg(), 8);
     let model = loaded.frozen_model().unwrap();
