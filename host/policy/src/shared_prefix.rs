@@ -120,11 +120,11 @@ impl PrefixTree {
     }
 
     /// (query, key) pairs the attention calls compute: each block of queries over the keys up
-    /// to its last open one (`ops::attention::computed_pairs`), padding inside that included.
+    /// to its last open one (`ops::computed_pairs`), padding inside that included.
     pub(crate) fn attention_pairs(&self) -> u64 {
         self.calls
             .iter()
-            .map(|c| crate::ops::attention::computed_pairs(&c.bias, c.rows, c.tq, c.tk))
+            .map(|c| crate::ops::computed_pairs(&c.bias, c.rows, c.tq, c.tk))
             .sum()
     }
 }

@@ -193,7 +193,8 @@ impl Attention {
     }
 }
 
-/// One backward task's gradient blocks: dq of its query heads, dk and dv of its kv head.
+/// One backward task's gradient blocks: dq of its query head, and its share of the dk and dv of
+/// its kv head (summed over the kv head's query heads by [`scatter_grads`]).
 type GroupGrads = (Vec<f32>, Vec<f32>, Vec<f32>);
 
 /// The tasks' gradient blocks written into dq [B, T, H, hd] and dk, dv [B, Tk, KV, hd] (the

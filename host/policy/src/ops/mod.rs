@@ -13,7 +13,7 @@
 //! - [`token_logprobs`]: lm_head + log-softmax + entropy at the scored positions only, in row
 //!   chunks, so the `[N, V]` logits never exist whole.
 
-pub(crate) mod attention;
+mod attention;
 mod chain_attention;
 mod gemm;
 mod logprob;
@@ -21,7 +21,7 @@ mod norm;
 mod rope;
 mod swiglu;
 
-pub(crate) use attention::{attention, sdpa_composed};
+pub(crate) use attention::{attention, computed_pairs, sdpa_composed};
 pub(crate) use chain_attention::{ChainQuery, Heads, KvBlock, chain_attention};
 pub(crate) use logprob::token_logprobs;
 pub(crate) use norm::{rms_norm, rms_norm_composed};

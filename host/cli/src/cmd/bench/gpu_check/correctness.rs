@@ -130,8 +130,8 @@ fn sampler_vs_scorer(
 /// and sampler log-probs against scorer log-probs, each with its tolerance and `pass`.
 /// Off the CPU it also leaves `OUT/parity/` for `scripts/gpu_check.py parity`: the model
 /// (`model/`, Hugging Face layout), the rows (`batch.json`) and both f32 logits
-/// (`logits-cpu.safetensors`, `logits-device.safetensors`: tensor `logits`, [positions, V]), so PyTorch's own CPU and CUDA f32
-/// logits of the same weights can be set beside ours.
+/// (`logits-cpu.safetensors`, `logits-device.safetensors`: tensor `logits`, [positions, V]),
+/// so PyTorch's own CPU and CUDA f32 logits of the same weights can be set beside ours.
 pub(super) fn correctness(w: &Workload, device: &Device, out: &Path) -> anyhow::Result<Value> {
     let mem = MemoryProbe::start(device);
     let mut state = w.seed ^ 0xc0de;
