@@ -602,3 +602,54 @@ fn sft_on_expert_demonstrations_raises_the_experts_log_prob_and_success() {
     .unwrap();
     assert_eq!(resumed.iteration(), 0);
 }
+
+/// SFT packs micro-batches into shared-prefix passes as the RL update does
+/// (`actor.max_tokens_per_pass`): an epoch with one pass per micro-batch (budget 0) and one with
+/// every micro-batch of a step in a pass give the same loss and the same expert log-prob after
+/// it, within 1e-5 (shared-prefix training equals the per-sequence path within 1e-5 on the tiny
+/// models, `docs/benchmarks.md`).
+#[test]
+fn sft_passes_share_prefixes_without_changing_the_step() {
+    use ragen_gym_starpo::{Demonstrations, SftSetup, SftTrainer};
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(&dir.path().join("model"), 4);
+    let run = |budget: usize| {
+        let cfg = learning_config(
+            &model,
+            &format!(
+                "[seed]\nsampler = 3\n\
+                 [actor]\nmicro_batch_size = 1\nmax_tokens_per_pass = {budget}\n"
+            ),
+        );
+        let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
+        let mut sft = SftTrainer::new(SftSetup {
+            lr: cfg.actor.actor_lr,
+            config: cfg,
+            make_env: Box::new(move || bandit("")),
+            plugin_sha256: "native".into(),
+            env_source: "bandit".into(),
+            run_dir: dir.path().join(format!("run-{budget}")),
+            device: pol::Device::Cpu,
+            demonstrations: Demonstrations::Collect(8),
+            epochs: 1,
+            batch_size: 4,
+        })
+        .unwrap();
+        let epochs = sft.train(&mut |_: &TrainEvent<'_>| Ok(())).unwrap();
+        (epochs[1]["sft/loss"], sft.expert_logp().unwrap())
+    };
+    let (per_micro, shared) = (run(0), run(1 << 16));
+    eprintln!(
+        "loss and expert log-prob: one pass per micro-batch {per_micro:?}, shared {shared:?}"
+    );
+    assert!(
+        (per_micro.0 - shared.0).abs() < 1e-5,
+        "{per_micro:?} vs {shared:?}"
+    );
+    assert!(
+        (per_micro.1 - shared.1).abs() < 1e-5,
+        "{per_micro:?} vs {shared:?}"
+    );
+    // The step moved the model: the comparison is not between two unchanged models.
+    assert!(per_micro.0.is_finite() && shared.1 > -50.0);
+}

@@ -8,6 +8,8 @@
 //! micro-batch.
 
 use crate::batch::TrainSample;
+use crate::batch::tensors::{pad_rows, token_batch};
+use ragen_gym_policy::{self as pol, Tensor};
 
 /// One pass: consecutive micro-batches (indices into the samples).
 pub type Pass<'a> = Vec<&'a [usize]>;
@@ -45,6 +47,61 @@ pub fn plan<'a>(
 /// The sample indices of a pass, in order.
 pub fn indices(pass: &Pass<'_>) -> Vec<usize> {
     pass.concat()
+}
+
+/// A pass as model input ([`crate::passes`]): its samples' padded tokens, and each of its
+/// micro-batches' rows of a `[B, width]` tensor of the pass.
+pub(crate) struct PassBatch<'a> {
+    pub(crate) batch: pol::TokenBatch,
+    indices: Vec<usize>,
+    device: &'a pol::Device,
+}
+
+impl<'a> PassBatch<'a> {
+    pub(crate) fn new(
+        samples: &[TrainSample],
+        pass: &Pass<'_>,
+        pad_id: u32,
+        device: &'a pol::Device,
+    ) -> pol::Result<Self> {
+        let indices = indices(pass);
+        let refs: Vec<&TrainSample> = indices.iter().map(|&i| &samples[i]).collect();
+        Ok(Self {
+            batch: token_batch(&refs, pad_id)?,
+            indices,
+            device,
+        })
+    }
+
+    /// Scored positions per row.
+    pub(crate) fn width(&self) -> usize {
+        self.batch.seq_len() - 1
+    }
+
+    /// The rows of micro-batch `mc` in a `[B, ...]` tensor of the pass.
+    pub(crate) fn pick(&self, t: &Tensor, mc: &[usize]) -> pol::Result<Tensor> {
+        if mc.len() == self.indices.len() {
+            return Ok(t.clone());
+        }
+        let local: Vec<u32> = mc
+            .iter()
+            .map(|i| {
+                self.indices
+                    .iter()
+                    .position(|j| j == i)
+                    .expect("in the pass") as u32
+            })
+            .collect();
+        let n = local.len();
+        let local = Tensor::from_vec(local, n, self.device)?;
+        Ok(t.contiguous()?.index_select(&local, 0)?)
+    }
+
+    /// `rows[i]` of micro-batch `mc`'s samples as a `[b, width]` tensor.
+    pub(crate) fn rows(&self, rows: &[Vec<f32>], mc: &[usize]) -> pol::Result<Tensor> {
+        let picked: Vec<&[f32]> = mc.iter().map(|&i| rows[i].as_slice()).collect();
+        pad_rows(&picked, self.width(), self.device)
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@
 //! 2. Samples: [`samples::demonstration_samples`], the training sequences `train` builds, with
 //!    the tokens of a constrained sampler when `rollout.constrained_actions` is on.
 //! 3. Epochs: the samples shuffled (seeded by `seed.sampler` and the epoch), mini-batches of
-//!    `batch_size`, micro-batches of `actor.micro_batch_size`; the loss is the token-mean
+//!    `batch_size`, micro-batches of `actor.micro_batch_size` packed into shared-prefix passes as
+//!    the RL update packs them ([`crate::passes::plan`]); the loss is the token-mean
 //!    negative log-likelihood of the trained tokens (cross-entropy on the response tokens only),
 //!    minimised by the actor's AdamW with its gradient clip ([`crate::update::accumulate_and_step`]).
 //!    After each epoch: the validation protocol of `train` and a checkpoint.
@@ -26,7 +27,7 @@ use crate::events::{Emitter, Phase, Reporter, TrainEvent};
 use crate::losses::masked_mean;
 use crate::metrics::Metrics;
 use crate::models::Models;
-use crate::passes::Pass;
+use crate::passes::{PassBatch, plan};
 use crate::policy_adapter::PrefixSharing;
 use crate::rollout::{EnvFactory, EnvPool, RolloutParams, answer_joiner, expert_rollout};
 use crate::run_dir::{RunDir, RunInfo, TrainerState};
@@ -245,20 +246,25 @@ impl SftTrainer {
             let policy = &self.models.policy;
             let samples = &self.samples;
             let mut loss = 0.0;
-            let passes: Vec<Pass<'_>> = mb.chunks(micro).map(|c| vec![c]).collect();
+            // As the RL update: consecutive micro-batches share a forward while its distinct
+            // tokens fit `actor.max_tokens_per_pass`, so the instruction every demonstration
+            // starts with is computed once per pass ([`crate::passes`]).
+            let passes = plan(samples, mb, micro, self.cfg.actor.max_tokens_per_pass);
+            let device = policy.model().device().clone();
             let norm = accumulate_and_step(
                 policy.params(),
                 &mut self.models.actor_opt,
                 self.lr,
                 self.cfg.actor.grad_clip,
                 &passes,
-                passes.len(),
+                mb.len().div_ceil(micro),
                 |pass| {
+                    let b = PassBatch::new(samples, pass, pad, &device)?;
+                    let sc = pol::score(policy.model(), &b.batch)?;
                     let mut out = Vec::with_capacity(pass.len());
                     for mc in pass {
-                        let refs: Vec<&TrainSample> = mc.iter().map(|&i| &samples[i]).collect();
-                        let sc = pol::score(policy.model(), &token_batch(&refs, pad)?)?;
-                        let nll = masked_mean(&sc.logprobs, &sc.mask)?.neg()?;
+                        let lp = b.pick(&sc.logprobs, mc)?;
+                        let nll = masked_mean(&lp, &b.pick(&sc.mask, mc)?)?.neg()?;
                         loss += f64::from(nll.to_scalar::<f32>()?) * mc.len() as f64;
                         out.push(nll);
                     }

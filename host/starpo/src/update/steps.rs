@@ -9,7 +9,7 @@ use crate::batch::TrainSample;
 use crate::batch::tensors::{pad_rows, rows_of, token_batch};
 use crate::config::{Config, KlType};
 use crate::losses::{ClipParams, kl_tensor, masked_mean, policy_loss, value_loss};
-use crate::passes::{self, Pass};
+use crate::passes::{self, Pass, PassBatch};
 use ragen_gym_policy::{self as pol, Tensor};
 
 /// One micro-batch's scores and rows for the actor's loss.
@@ -57,61 +57,6 @@ pub(super) fn actor_loss(
     means.add("actor/ppo_kl", f64::from(pl.ppo_kl));
     means.add("actor/entropy_loss", f64::from(entropy.to_scalar::<f32>()?));
     Ok(loss)
-}
-
-/// A pass as model input ([`crate::passes`]): its samples' padded tokens, and each of its
-/// micro-batches' rows of a `[B, width]` tensor of the pass.
-struct PassBatch<'a> {
-    batch: pol::TokenBatch,
-    indices: Vec<usize>,
-    device: &'a pol::Device,
-}
-
-impl<'a> PassBatch<'a> {
-    fn new(
-        samples: &[TrainSample],
-        pass: &Pass<'_>,
-        pad_id: u32,
-        device: &'a pol::Device,
-    ) -> pol::Result<Self> {
-        let indices = passes::indices(pass);
-        let refs: Vec<&TrainSample> = indices.iter().map(|&i| &samples[i]).collect();
-        Ok(Self {
-            batch: token_batch(&refs, pad_id)?,
-            indices,
-            device,
-        })
-    }
-
-    /// Scored positions per row.
-    fn width(&self) -> usize {
-        self.batch.seq_len() - 1
-    }
-
-    /// The rows of micro-batch `mc` in a `[B, ...]` tensor of the pass.
-    fn pick(&self, t: &Tensor, mc: &[usize]) -> pol::Result<Tensor> {
-        if mc.len() == self.indices.len() {
-            return Ok(t.clone());
-        }
-        let local: Vec<u32> = mc
-            .iter()
-            .map(|i| {
-                self.indices
-                    .iter()
-                    .position(|j| j == i)
-                    .expect("in the pass") as u32
-            })
-            .collect();
-        let n = local.len();
-        let local = Tensor::from_vec(local, n, self.device)?;
-        Ok(t.contiguous()?.index_select(&local, 0)?)
-    }
-
-    /// `rows[i]` of micro-batch `mc`'s samples as a `[b, width]` tensor.
-    fn rows(&self, rows: &[Vec<f32>], mc: &[usize]) -> pol::Result<Tensor> {
-        let picked: Vec<&[f32]> = mc.iter().map(|&i| rows[i].as_slice()).collect();
-        pad_rows(&picked, self.width(), self.device)
-    }
 }
 
 /// What every optimiser step of one update reads: the samples and their loss masks,
