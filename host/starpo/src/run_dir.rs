@@ -262,7 +262,12 @@ impl RunDir {
 
     /// Read every JSON line of `metrics.jsonl`.
     pub fn read_metrics(&self) -> Result<Vec<serde_json::Value>, RunDirError> {
-        let path = self.metrics_path();
+        self.read_jsonl(&self.metrics_path())
+    }
+
+    /// Read every JSON line of the JSONL file at `path` (`metrics.jsonl`, `sft_metrics.jsonl`).
+    pub fn read_jsonl(&self, path: &Path) -> Result<Vec<serde_json::Value>, RunDirError> {
+        let path = path.to_path_buf();
         let text = std::fs::read_to_string(&path).map_err(io(&path))?;
         text.lines()
             .filter(|l| !l.trim().is_empty())

@@ -1,4 +1,5 @@
-//! `ragen-gym plot RUN_DIR`: PNG training curves from `metrics.jsonl`, one panel per curve of
+//! `ragen-gym plot RUN_DIR`: PNG training curves from `metrics.jsonl` (and an `sft` run's
+//! `sft_metrics.jsonl`, [`read_run`]), one panel per curve of
 //! [`CURVES`] (success, in-group reward std, entropy, gradient norm, response length,
 //! trajectory score), each with a title, labelled axes with ticks, and a legend naming its
 //! metrics. Writes `plots/curves.png` (all panels) and one PNG per panel, and prints each
@@ -361,12 +362,36 @@ fn draw_grid_on(
     Ok(coords)
 }
 
-/// The metrics lines of a run directory.
-fn read_run(dir: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
-    RunDir::open(dir)?
-        .read_metrics()
-        .with_context(|| format!("failed to read metrics of {}", dir.display()))
+/// The metrics lines of a run directory: `metrics.jsonl` of `train`; for a directory `sft`
+/// wrote, its epochs (`sft_metrics.jsonl`, epoch `e` at iteration `e`) first, then, if
+/// `train --resume` continued it with RL, the RL iterations shifted to start at the last epoch,
+/// so one curve runs from the untrained model through SFT and RL (the RL run's iteration 0 is a
+/// second validation of the last epoch's weights, drawn at the same x).
+pub fn read_run(dir: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
+    let run = RunDir::open(dir)?;
+    let context = || format!("failed to read metrics of {}", dir.display());
+    let sft = run.root().join(SFT_METRICS);
+    if !sft.exists() {
+        return run.read_metrics().with_context(context);
+    }
+    let mut lines = run.read_jsonl(&sft).with_context(context)?;
+    let last_epoch = lines
+        .iter()
+        .filter_map(|l| l.get("iteration").and_then(serde_json::Value::as_f64))
+        .fold(0.0, f64::max);
+    if run.metrics_path().exists() {
+        for mut l in run.read_metrics().with_context(context)? {
+            if let Some(it) = l.get("iteration").and_then(serde_json::Value::as_f64) {
+                l["iteration"] = serde_json::json!(it + last_epoch);
+            }
+            lines.push(l);
+        }
+    }
+    Ok(lines)
 }
+
+/// The per-epoch metrics file of an `sft` run directory (`cmd/sft.rs`).
+const SFT_METRICS: &str = "sft_metrics.jsonl";
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {

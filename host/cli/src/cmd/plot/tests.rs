@@ -250,3 +250,61 @@ fn several_runs_plot_their_mean_and_need_an_output_directory() {
         "{err}"
     );
 }
+
+/// An `sft` run directory plots its epochs, and after `train --resume` its RL iterations shifted
+/// to start at the last epoch: epochs 0, 1, 2 then RL iterations 0 and 10 at x = 2 and 12.
+#[test]
+fn an_sft_run_plots_its_epochs_then_the_rl_that_continued_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("sft");
+    std::fs::create_dir(&run_dir).unwrap();
+    let jsonl = |values: &[(u32, f64)]| -> String {
+        values
+            .iter()
+            .map(|(it, v)| {
+                format!(
+                    "{}\n",
+                    serde_json::json!({"iteration": it, "val-env/Sokoban/success": v})
+                )
+            })
+            .collect()
+    };
+    std::fs::write(
+        run_dir.join("sft_metrics.jsonl"),
+        jsonl(&[(0, 0.04), (1, 0.07), (2, 0.13)]),
+    )
+    .unwrap();
+    let success = |lines: &[serde_json::Value]| -> Vec<(f64, f64)> {
+        let curve = CURVES.iter().find(|c| shows_success(c)).unwrap();
+        series_of(curve, lines)[0].points.clone()
+    };
+    let sft_only = read_run(&run_dir).unwrap();
+    assert_eq!(
+        success(&sft_only),
+        vec![(0.0, 0.04), (1.0, 0.07), (2.0, 0.13)]
+    );
+    std::fs::write(
+        run_dir.join("metrics.jsonl"),
+        jsonl(&[(0, 0.09), (10, 0.055)]),
+    )
+    .unwrap();
+    let both = read_run(&run_dir).unwrap();
+    assert_eq!(
+        success(&both),
+        vec![
+            (0.0, 0.04),
+            (1.0, 0.07),
+            (2.0, 0.13),
+            (2.0, 0.09),
+            (12.0, 0.055)
+        ]
+    );
+    run(Args {
+        run_dirs: vec![run_dir.clone()],
+        out: None,
+        baseline: vec![],
+    })
+    .unwrap();
+    let png = std::fs::read(run_dir.join("plots").join("curves.png")).unwrap();
+    assert_eq!(&png[..4], b"\x89PNG");
+}
