@@ -54,6 +54,32 @@ pub enum RunDirError {
     },
 }
 
+/// The largest JSONL file of a run directory read whole (`metrics.jsonl`, `sft_metrics.jsonl`,
+/// `trajectories.jsonl`): 1 GiB, far above what a run writes (a 60-iteration Sokoban run's
+/// trajectories with every rollout logged are tens of MB), so a larger file is not ours.
+pub const MAX_RUN_FILE_BYTES: u64 = 1 << 30;
+
+/// The text of `path`, refused with [`RunDirError::Invalid`] naming it when it holds more than
+/// `max` bytes (counted on the bytes read, not on the size the file system reports).
+fn read_text_capped(path: &Path, max: u64) -> Result<String, RunDirError> {
+    use std::io::Read;
+    let file = File::open(path).map_err(io(path))?;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io(path))?;
+    if bytes.len() as u64 > max {
+        return Err(RunDirError::Invalid {
+            path: path.to_path_buf(),
+            reason: format!("larger than {max} bytes, more than a run writes"),
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| RunDirError::Invalid {
+        path: path.to_path_buf(),
+        reason: format!("not UTF-8 ({e})"),
+    })
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError + '_ {
     move |source| RunDirError::Io {
         path: path.to_path_buf(),
@@ -267,19 +293,23 @@ impl RunDir {
 
     /// Read every JSON line of the JSONL file at `path` (`metrics.jsonl`, `sft_metrics.jsonl`).
     pub fn read_jsonl(&self, path: &Path) -> Result<Vec<serde_json::Value>, RunDirError> {
-        let path = path.to_path_buf();
-        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .enumerate()
-            .map(|(i, l)| {
-                serde_json::from_str(l).map_err(|e| RunDirError::Invalid {
-                    path: path.clone(),
-                    reason: format!("line {}: {e}", i + 1),
-                })
-            })
-            .collect()
+        read_jsonl_capped(path, MAX_RUN_FILE_BYTES)
     }
+}
+
+/// Every JSON line of `path`, refused when it holds more than `max` bytes.
+fn read_jsonl_capped(path: &Path, max: u64) -> Result<Vec<serde_json::Value>, RunDirError> {
+    let text = read_text_capped(path, max)?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| RunDirError::Invalid {
+                path: path.to_path_buf(),
+                reason: format!("line {}: {e}", i + 1),
+            })
+        })
+        .collect()
 }
 
 /// Appends JSON objects to a JSONL file, one whole line each, keys in sorted order;
@@ -330,7 +360,7 @@ pub fn read_trajectory_records(
     path: &Path,
     only: Option<usize>,
 ) -> Result<Vec<(usize, TrajectoryRecord)>, RunDirError> {
-    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    let text = read_text_capped(path, MAX_RUN_FILE_BYTES)?;
     text.lines()
         .enumerate()
         .filter(|(i, l)| !l.trim().is_empty() && only.is_none_or(|n| n == *i))
@@ -361,6 +391,26 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A JSONL file is read up to the cap and refused, naming it, one byte past it: two lines
+    /// of 9 bytes each (`{"a": 1}` and a newline) pass a cap of 18 and fail a cap of 17.
+    #[test]
+    fn a_run_file_over_the_cap_is_refused_by_name() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("metrics.jsonl");
+        std::fs::write(&path, "{\"a\": 1}\n{\"a\": 2}\n").unwrap();
+        let lines = read_jsonl_capped(&path, 18).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1]["a"], 2);
+        let err = read_jsonl_capped(&path, 17).unwrap_err().to_string();
+        assert!(
+            err.contains("metrics.jsonl") && err.contains("larger than 17 bytes"),
+            "{err}"
+        );
+        std::fs::write(&path, [0xffu8, b'\n']).unwrap();
+        let err = read_jsonl_capped(&path, 18).unwrap_err().to_string();
+        assert!(err.contains("not UTF-8"), "{err}");
+    }
 
     #[test]
     fn append_and_truncate_metrics() {
