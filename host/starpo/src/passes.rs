@@ -9,6 +9,7 @@
 
 use crate::batch::TrainSample;
 use crate::batch::tensors::{pad_rows, token_batch};
+use crate::config::ActorConfig;
 use ragen_gym_policy::{self as pol, Tensor};
 
 /// One pass: consecutive micro-batches (indices into the samples).
@@ -42,6 +43,22 @@ pub fn plan<'a>(
         passes.push(vec![mc]);
     }
     passes
+}
+
+/// The passes of one optimiser step over the mini-batch `mb` under the actor's
+/// `micro_batch_size` and `max_tokens_per_pass`, and the step's number of micro-batches (each
+/// micro-batch's loss is divided by it: verl's weighting, [`crate::update::accumulate`]). The RL
+/// update's actor and critic steps and SFT's steps all take their passes here.
+pub fn step_passes<'m>(
+    actor: &ActorConfig,
+    samples: &[TrainSample],
+    mb: &'m [usize],
+) -> (Vec<Pass<'m>>, usize) {
+    let micro = actor.micro_batch_size.max(1);
+    (
+        plan(samples, mb, micro, actor.max_tokens_per_pass),
+        mb.len().div_ceil(micro),
+    )
 }
 
 /// The sample indices of a pass, in order.

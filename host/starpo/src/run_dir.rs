@@ -189,6 +189,11 @@ impl RunDir {
         self.root.join("metrics.jsonl")
     }
 
+    /// `sft_metrics.jsonl`: the per-epoch metrics of a run `ragen-gym sft` wrote.
+    pub fn sft_metrics_path(&self) -> PathBuf {
+        self.root.join("sft_metrics.jsonl")
+    }
+
     /// `trajectories.jsonl`.
     pub fn trajectories_path(&self) -> PathBuf {
         self.root.join("trajectories.jsonl")
@@ -288,13 +293,14 @@ impl RunDir {
 
     /// Read every JSON line of `metrics.jsonl`.
     pub fn read_metrics(&self) -> Result<Vec<serde_json::Value>, RunDirError> {
-        self.read_jsonl(&self.metrics_path())
+        read_jsonl(&self.metrics_path())
     }
+}
 
-    /// Read every JSON line of the JSONL file at `path` (`metrics.jsonl`, `sft_metrics.jsonl`).
-    pub fn read_jsonl(&self, path: &Path) -> Result<Vec<serde_json::Value>, RunDirError> {
-        read_jsonl_capped(path, MAX_RUN_FILE_BYTES)
-    }
+/// Every JSON line of the JSONL file at `path` (`metrics.jsonl`, `sft_metrics.jsonl`), refused
+/// past [`MAX_RUN_FILE_BYTES`].
+pub fn read_jsonl(path: &Path) -> Result<Vec<serde_json::Value>, RunDirError> {
+    read_jsonl_capped(path, MAX_RUN_FILE_BYTES)
 }
 
 /// Every JSON line of `path`, refused when it holds more than `max` bytes.

@@ -27,7 +27,7 @@ use crate::events::{Emitter, Phase, Reporter, TrainEvent};
 use crate::losses::masked_mean;
 use crate::metrics::Metrics;
 use crate::models::Models;
-use crate::passes::{PassBatch, plan};
+use crate::passes::{PassBatch, step_passes};
 use crate::policy_adapter::PrefixSharing;
 use crate::rollout::{EnvFactory, EnvPool, RolloutParams, answer_joiner, expert_rollout};
 use crate::run_dir::{RunDir, RunInfo, TrainerState};
@@ -237,7 +237,6 @@ impl SftTrainer {
     /// the mini-batch's token-mean NLL, before its step) and `sft/grad_norm`.
     fn epoch(&mut self, epoch: u32, ev: &mut Emitter<'_>) -> Result<Metrics, TrainError> {
         let order = shuffled(self.samples.len(), self.cfg.seed.sampler, epoch);
-        let micro = self.cfg.actor.micro_batch_size.max(1);
         let steps: Vec<&[usize]> = order.chunks(self.batch_size).collect();
         ev.phase(epoch, Phase::Update, steps.len());
         let pad = self.models.pad_id();
@@ -249,7 +248,7 @@ impl SftTrainer {
             // As the RL update: consecutive micro-batches share a forward while its distinct
             // tokens fit `actor.max_tokens_per_pass`, so the instruction every demonstration
             // starts with is computed once per pass ([`crate::passes`]).
-            let passes = plan(samples, mb, micro, self.cfg.actor.max_tokens_per_pass);
+            let (passes, accum) = step_passes(&self.cfg.actor, samples, mb);
             let device = policy.model().device().clone();
             let norm = accumulate_and_step(
                 policy.params(),
@@ -257,7 +256,7 @@ impl SftTrainer {
                 self.lr,
                 self.cfg.actor.grad_clip,
                 &passes,
-                mb.len().div_ceil(micro),
+                accum,
                 |pass| {
                     let b = PassBatch::new(samples, pass, pad, &device)?;
                     let sc = pol::score(policy.model(), &b.batch)?;

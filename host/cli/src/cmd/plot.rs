@@ -20,6 +20,7 @@ use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use ragen_gym_starpo::RunDir;
+use ragen_gym_starpo::run_dir::read_jsonl;
 use std::path::{Path, PathBuf};
 
 pub mod seeds;
@@ -370,11 +371,11 @@ fn draw_grid_on(
 pub fn read_run(dir: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
     let run = RunDir::open(dir)?;
     let context = || format!("failed to read metrics of {}", dir.display());
-    let sft = run.root().join(SFT_METRICS);
+    let sft = run.sft_metrics_path();
     if !sft.exists() {
         return run.read_metrics().with_context(context);
     }
-    let mut lines = run.read_jsonl(&sft).with_context(context)?;
+    let mut lines = read_jsonl(&sft).with_context(context)?;
     let last_epoch = lines
         .iter()
         .filter_map(|l| l.get("iteration").and_then(serde_json::Value::as_f64))
@@ -389,9 +390,6 @@ pub fn read_run(dir: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
     }
     Ok(lines)
 }
-
-/// The per-epoch metrics file of an `sft` run directory (`cmd/sft.rs`).
-const SFT_METRICS: &str = "sft_metrics.jsonl";
 
 /// Run the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {

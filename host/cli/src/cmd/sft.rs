@@ -129,7 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     write_lock(sft.run_dir(), vec![envs.lock])?;
     let run = RunDir::open(sft.run_dir())?;
     let files = (
-        run.root().join("sft_metrics.jsonl"),
+        run.sft_metrics_path(),
         run.root().join("sft_trajectories.jsonl"),
     );
     let jsonl = JsonlReporter::with_files(RunDir::open(run.root())?, env_source, 64, files);

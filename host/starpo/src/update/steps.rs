@@ -73,9 +73,7 @@ pub(super) struct UpdateBatch<'a> {
 impl UpdateBatch<'_> {
     /// The passes of mini-batch `mb` ([`crate::passes::plan`]) and its number of micro-batches.
     fn passes<'m>(&self, mb: &'m [usize]) -> (Vec<Pass<'m>>, usize) {
-        let a = &self.cfg.actor;
-        let passes = passes::plan(self.samples, mb, a.micro_batch_size, a.max_tokens_per_pass);
-        (passes, mb.len().div_ceil(a.micro_batch_size))
+        passes::step_passes(&self.cfg.actor, self.samples, mb)
     }
 
     /// One critic step on mini-batch `mb` (verl `dp_critic.py::update_critic`): the clipped
