@@ -7,7 +7,7 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::config::ModelConfig;
 use crate::device::compute_dtype;
-use crate::ops::RopeTables;
+use crate::ops::{HostMask, RopeTables};
 use crate::{PolicyError, Result};
 
 /// Additive mask value for disallowed keys: finite, so fully masked (padding) query rows give a
@@ -28,8 +28,8 @@ pub struct AttentionMask {
     pub(super) bias: Tensor,
     /// The same tables on the host for the fused CPU kernels: cos/sin [B, T, head_dim/2].
     pub(super) rope: RopeTables,
-    /// The same mask on the host: [B, T, Tk].
-    pub(super) bias_host: Arc<Vec<f32>>,
+    /// The same mask on the host, [B, T, Tk], with its key limits for every layer.
+    pub(super) bias_host: HostMask,
 }
 
 impl AttentionMask {
@@ -86,7 +86,7 @@ impl AttentionMask {
                 cos: Arc::new(cos),
                 sin: Arc::new(sin),
             },
-            bias_host: Arc::new(bias),
+            bias_host: HostMask::new(bias, tk),
         })
     }
 

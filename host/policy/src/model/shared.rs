@@ -21,7 +21,7 @@ struct CallIndex {
     tk: usize,
     queries: Tensor,
     keys: Tensor,
-    bias: Arc<Vec<f32>>,
+    mask: ops::HostMask,
 }
 
 /// What every layer of one shared forward reads.
@@ -45,7 +45,7 @@ impl TreeIndex {
                     tk: c.tk,
                     queries: u32s(&c.queries)?,
                     keys: u32s(&c.keys)?,
-                    bias: c.bias.clone(),
+                    mask: ops::HostMask::new(c.bias.clone(), c.tk),
                 })
             })
             .collect::<Result<_>>()?;
@@ -109,7 +109,7 @@ impl LlamaModel {
                 let vc = v
                     .index_select(&c.keys, 0)?
                     .reshape((c.rows, c.tk, kv, hd))?;
-                ops::attention(&qc, &kc, &vc, &c.bias, scale)?.reshape((c.rows * c.tq, h * hd))
+                ops::attention(&qc, &kc, &vc, &c.mask, scale)?.reshape((c.rows * c.tq, h * hd))
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
         let outs = if outs.len() == 1 {

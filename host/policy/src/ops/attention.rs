@@ -36,12 +36,30 @@ struct Dims {
     hd: usize,
 }
 
-struct Attention {
+/// An additive attention mask on the host with each query's key limit, computed once per
+/// forward and read by every layer's call (the limits were scanned out of the mask per layer).
+#[derive(Debug, Clone)]
+pub(crate) struct HostMask {
     /// Additive mask [B, T, Tk]: 0 where a query may attend, a large negative value elsewhere.
     bias: Arc<Vec<f32>>,
     /// Per query (row-major [B, T]): the keys past which every entry of its mask row is masked,
     /// so scores, softmax and products stop there ([`key_limits`]).
-    limits: Vec<usize>,
+    limits: Arc<Vec<usize>>,
+    /// Keys per mask row.
+    tk: usize,
+}
+
+impl HostMask {
+    /// The mask `bias` ([B, T, `tk`] row-major) and its key limits.
+    pub(crate) fn new(bias: impl Into<Arc<Vec<f32>>>, tk: usize) -> Self {
+        let bias = bias.into();
+        let limits = Arc::new(key_limits(&bias, tk));
+        Self { bias, limits, tk }
+    }
+}
+
+struct Attention {
+    mask: HostMask,
     scale: f32,
 }
 
@@ -90,7 +108,7 @@ impl Attention {
         if kv == 0 || h % kv != 0 {
             return bad("query heads are not a multiple of key/value heads");
         }
-        if self.bias.len() != b * t * tk {
+        if self.mask.tk != tk || self.mask.bias.len() != b * t * tk {
             return bad("mask shape");
         }
         Ok(Dims {
@@ -107,7 +125,7 @@ impl Attention {
     fn blocks(&self, d: Dims, bi: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
         (0..d.t).step_by(QUERY_BLOCK).map(move |r0| {
             let nb = QUERY_BLOCK.min(d.t - r0);
-            let lim = &self.limits[bi * d.t + r0..bi * d.t + r0 + nb];
+            let lim = &self.mask.limits[bi * d.t + r0..bi * d.t + r0 + nb];
             (r0, nb, lim.iter().copied().max().unwrap_or(d.tk))
         })
     }
@@ -133,7 +151,7 @@ impl Attention {
         );
         let km = Mat::rows(&k[(bi * d.tk * d.kv + g) * d.hd..], kmax, d.hd, d.kv * d.hd);
         gemm(&mut p[..nb * kmax], kmax, qm, km.t(), self.scale, false, 1);
-        let bias = &self.bias[(bi * d.t + r0) * d.tk..];
+        let bias = &self.mask.bias[(bi * d.t + r0) * d.tk..];
         for (row, brow) in p.chunks_mut(kmax).take(nb).zip(bias.chunks(d.tk)) {
             let mut m = f32::NEG_INFINITY;
             for (x, b) in row.iter_mut().zip(&brow[..kmax]) {
@@ -310,22 +328,20 @@ impl CustomOp3 for Attention {
     }
 }
 
-/// Attention of `q` [B, T, H, hd] over `k`, `v` [B, Tk, KV, hd] with the additive mask `bias`
+/// Attention of `q` [B, T, H, hd] over `k`, `v` [B, Tk, KV, hd] with the additive mask `mask`
 /// [B, T, Tk]; returns [B, T, H·hd]. f32 CPU tensors.
 pub(crate) fn attention(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
-    bias: &Arc<Vec<f32>>,
+    mask: &HostMask,
     scale: f64,
 ) -> candle_core::Result<Tensor> {
-    let tk = k.dim(1)?;
     q.contiguous()?.apply_op3(
         &k.contiguous()?,
         &v.contiguous()?,
         Attention {
-            bias: bias.clone(),
-            limits: key_limits(bias, tk),
+            mask: mask.clone(),
             scale: scale as f32,
         },
     )

@@ -21,7 +21,7 @@ mod norm;
 mod rope;
 mod swiglu;
 
-pub(crate) use attention::{attention, computed_pairs, sdpa_composed};
+pub(crate) use attention::{HostMask, attention, computed_pairs, sdpa_composed};
 pub(crate) use chain_attention::{ChainQuery, Heads, KvBlock, chain_attention};
 pub(crate) use logprob::token_logprobs;
 pub(crate) use norm::{rms_norm, rms_norm_composed};

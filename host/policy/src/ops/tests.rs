@@ -159,12 +159,12 @@ fn check_attention(
         })
         .collect();
     let bias_t = Tensor::from_slice(&bias, (b, 1, 1, t, tk), &Device::Cpu).unwrap();
-    let bias = Arc::new(bias);
+    let mask = super::HostMask::new(bias, tk);
     let scale = 1.0 / (hd as f64).sqrt();
     check(
         name,
         &[q, k, v],
-        |ts| super::attention(&ts[0], &ts[1], &ts[2], &bias, scale).unwrap(),
+        |ts| super::attention(&ts[0], &ts[1], &ts[2], &mask, scale).unwrap(),
         |ts| {
             let q = ts[0].transpose(1, 2).unwrap().contiguous().unwrap();
             let k = ts[1].transpose(1, 2).unwrap().contiguous().unwrap();
@@ -210,6 +210,21 @@ fn attention_key_limits_are_one_past_the_last_open_key() {
     let m = -1e9f32;
     let bias = [0.0, m, m, m, m, m, 0.0, 0.0, m, m, m, m];
     assert_eq!(super::attention::key_limits(&bias, 4), vec![1, 4, 4]);
+}
+
+/// A mask is read with the key length it was built for: 12 entries built as 2 queries x 6 keys
+/// are refused for 3 queries x 4 keys (the same count, so a length check alone let them through),
+/// and accepted as 3 x 4.
+#[test]
+fn attention_refuses_a_mask_built_for_another_key_length() {
+    let q = Tensor::zeros((1, 3, 1, 2), DType::F32, &Device::Cpu).unwrap();
+    let kv = Tensor::zeros((1, 4, 1, 2), DType::F32, &Device::Cpu).unwrap();
+    let wrong = super::HostMask::new(vec![0.0; 12], 6);
+    let err = super::attention(&q, &kv, &kv, &wrong, 1.0).unwrap_err();
+    assert!(err.to_string().contains("mask shape"), "{err}");
+    let right = super::HostMask::new(vec![0.0; 12], 4);
+    let out = super::attention(&q, &kv, &kv, &right, 1.0).unwrap();
+    assert_eq!(out.dims(), &[1, 3, 2]);
 }
 
 #[test]
