@@ -16,9 +16,17 @@
 //! reused for exactly the tokens it encodes. A cache belongs to one set of weights: make a new
 //! one (or [`PrefixCache::clear`]) after an optimiser step.
 //!
-//! Entries are kept up to a memory cap, least recently used first out; a prompt whose entry was
-//! dropped is prefilled whole again (the fallback). A call's own working set (the rows being
-//! sampled) is always allocated, as it is without caching.
+//! Entries are kept up to a memory cap; a prompt whose entry was dropped is prefilled whole again
+//! (the fallback). A call's own working set (the rows being sampled) is always allocated, as it
+//! is without caching. Which entries go first: least recently used, unless the caller said which
+//! prompts come next ([`PrefixCache::expect`], a rollout's whole turn before its calls). A turn
+//! visits its rows in the same order every turn, a cyclic scan, under which least-recently-used
+//! drops exactly the entries the next calls need and, once the entries outgrow the cap, every
+//! later prompt is prefilled whole. With the turn's prompts known, the entry needed furthest in
+//! the future goes first (Belady's rule, "A study of replacement algorithms for a virtual-storage
+//! computer", IBM Systems Journal 5(2), 1966): entries no coming prompt continues (ended
+//! episodes), then entries this turn made (needed next turn, the newest last), then the turn's
+//! pending entries, the latest needed first.
 
 use crate::config::ModelConfig;
 
@@ -190,6 +198,14 @@ impl SegStore {
     }
 }
 
+/// What [`PrefixCache::expect`] was told of the coming calls.
+struct Expected {
+    /// The clock when it was told: entries used after this were made or read by those calls.
+    since: u64,
+    /// For each entry (by leaf) that a coming prompt continues, that prompt's index (the first).
+    next_use: std::collections::HashMap<SegId, usize>,
+}
+
 /// A finished row's cache, kept for later prompts.
 struct Entry {
     leaf: SegId,
@@ -222,6 +238,7 @@ pub struct PrefixCache {
     share: bool,
     max_bytes: usize,
     clock: u64,
+    expected: Option<Expected>,
     stats: PrefixCacheStats,
 }
 
@@ -333,6 +350,7 @@ impl PrefixCache {
             share: true,
             max_bytes,
             clock: 0,
+            expected: None,
             stats: PrefixCacheStats::default(),
         }
     }
@@ -363,7 +381,25 @@ impl PrefixCache {
     /// Drop every entry (e.g. after the weights changed).
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.expected = None;
         self.store = None;
+    }
+
+    /// The prompts of the coming calls, in the order they will be sampled (a rollout's whole
+    /// turn): until the next `expect`, entries are dropped furthest-needed first rather than
+    /// least recently used (see the module docs). Which tokens are sampled does not change;
+    /// only which prompts are prefilled whole when the cap is reached.
+    pub fn expect(&mut self, prompts: &[Vec<u32>]) {
+        let mut next_use = std::collections::HashMap::new();
+        for (j, p) in prompts.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+            if let Some((leaf, _)) = self.longest_entry(&p[..p.len() - 1]) {
+                next_use.entry(leaf).or_insert(j);
+            }
+        }
+        self.expected = Some(Expected {
+            since: self.clock,
+            next_use,
+        });
     }
 
     /// The store for a model of shape `cfg` (a cache used with another shape starts over).
@@ -453,6 +489,10 @@ impl PrefixCache {
                 e.used = self.clock;
             }
         }
+        if let Some(x) = self.expected.as_mut() {
+            // Claimed: no longer pending (a leaf passed to a row comes back as a new entry).
+            x.next_use.retain(|leaf, _| !claimed.contains(leaf));
+        }
         let s = &mut self.stats;
         s.prompt_tokens += prompts.iter().map(|p| p.len() as u64).sum::<u64>();
         s.prefilled_tokens += seqs.iter().map(|q| q.1.len() as u64).sum::<u64>();
@@ -476,24 +516,30 @@ impl PrefixCache {
         best
     }
 
-    /// Drop entries not in `keep`, least recently used first, until `need` more bytes fit
-    /// under the cap (or no such entry is left).
+    /// Drop entries not in `keep` until `need` more bytes fit under the cap (or no such entry is
+    /// left): least recently used first, or, after [`PrefixCache::expect`], furthest needed first.
     fn evict(&mut self, need: usize, keep: &std::collections::HashSet<SegId>) {
         let Some(store) = self.store.as_mut() else {
             return;
         };
         while store.bytes() + need > self.max_bytes {
-            let victim = self
+            let candidates = self
                 .entries
                 .iter()
                 .enumerate()
-                .filter(|(_, e)| !keep.contains(&e.leaf))
-                .min_by_key(|(_, e)| e.used)
-                .map(|(i, _)| i);
+                .filter(|(_, e)| !keep.contains(&e.leaf));
+            let victim = match &self.expected {
+                None => candidates.min_by_key(|(_, e)| e.used),
+                Some(x) => candidates.max_by_key(|(_, e)| eviction_rank(x, e)),
+            }
+            .map(|(i, _)| i);
             let Some(i) = victim else {
                 return;
             };
             let e = self.entries.swap_remove(i);
+            if let Some(x) = self.expected.as_mut() {
+                x.next_use.remove(&e.leaf);
+            }
             store.release(e.leaf);
             self.stats.evicted_entries += 1;
         }
@@ -522,6 +568,18 @@ impl PrefixCache {
             }
         }
         self.evict(0, &Default::default());
+    }
+}
+
+/// The order in which entries leave once the coming prompts are known (the largest first):
+/// entries no coming prompt continues and older than the announcement (ended episodes), oldest
+/// first; then entries made or read since (needed after every pending one), newest first; then
+/// pending entries, the one needed latest first.
+fn eviction_rank(x: &Expected, e: &Entry) -> (u8, u64) {
+    match x.next_use.get(&e.leaf) {
+        Some(&j) => (0, j as u64),
+        None if e.used > x.since => (1, e.used),
+        None => (2, u64::MAX - e.used),
     }
 }
 

@@ -130,13 +130,18 @@ impl<'a> PolicyGenerator<'a> {
     /// The metrics of prefix sharing over the calls so far, when it ran (none without it):
     /// `rollout/prefilled_token_frac`, the share of the prompt tokens that went through the model
     /// (the rest were read from shared or cached prefixes; without sharing every prompt token is
-    /// prefilled), and `rollout/prefix_cache_peak_mib`, the most MiB of keys and values the cache
-    /// held at once.
+    /// prefilled), `rollout/prefix_cache_evicted_entries`, the entries dropped to stay under the
+    /// cap, and `rollout/prefix_cache_peak_mib`, the most MiB of keys and values the cache held
+    /// at once.
     pub fn prefix_sharing_metrics(&self) -> Metrics {
         let mut m = Metrics::new();
         if let Some(st) = self.prefix_cache.as_ref().map(pol::PrefixCache::stats) {
             let frac = st.prefilled_tokens as f64 / st.prompt_tokens.max(1) as f64;
             m.insert("rollout/prefilled_token_frac".into(), frac);
+            m.insert(
+                "rollout/prefix_cache_evicted_entries".into(),
+                st.evicted_entries as f64,
+            );
             m.insert(
                 "rollout/prefix_cache_peak_mib".into(),
                 st.peak_bytes as f64 / 1048576.0,
@@ -175,6 +180,12 @@ fn trace(s: &pol::Sample, im_end: u32) -> TokenTrace {
 impl Generator for PolicyGenerator<'_> {
     fn tokenizer(&self) -> &dyn Tokenize {
         &self.tokenizer
+    }
+
+    fn expect_turn(&mut self, prompts: &[Vec<u32>]) {
+        if let Some(cache) = self.prefix_cache.as_mut() {
+            cache.expect(prompts);
+        }
     }
 
     fn generate(

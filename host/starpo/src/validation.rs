@@ -24,7 +24,8 @@ pub struct EvalResult {
     pub success_rate: f64,
     /// Mean trajectory score (env rewards + format penalty).
     pub mean_return: f64,
-    /// All `val-env/*` metrics.
+    /// All `val-env/*` metrics (and, from [`evaluate`] with prefix sharing on, the sampler's
+    /// `val-rollout/*`: `docs/ragen-semantics.md`, "Prefix sharing in rollouts").
     pub metrics: Metrics,
     /// The trajectories.
     pub trajectories: Vec<Trajectory>,
@@ -79,6 +80,10 @@ pub fn evaluate(
     }
     r.metrics
         .insert("val-env/response_length".into(), crate::stats::mean(&lens));
+    for (k, v) in generator.prefix_sharing_metrics() {
+        let k = k.replacen("rollout/", "val-rollout/", 1);
+        r.metrics.insert(k, v);
+    }
     Ok(r)
 }
 

@@ -377,3 +377,80 @@ fn a_model_that_cannot_share_prefixes_is_refused_not_sampled_without_sharing() {
     assert!(err.to_string().contains("shares_prefixes"), "{err}");
     assert_eq!(cache.stats().prompt_tokens, 0);
 }
+
+/// [`PrefixCache::plan`] and [`PrefixCache::finish`] with the sampler stood in for: each planned
+/// sequence's tokens, then the row's `sampled` tokens, are written to their segments with zero
+/// keys and values. Returns the call's reused prompt tokens.
+fn fake_call(
+    cache: &mut PrefixCache,
+    cfg: &ModelConfig,
+    prompt: &[u32],
+    sampled: &[u32],
+    max_new: usize,
+) -> u64 {
+    let before = cache.stats().reused_tokens;
+    let plan = cache.plan(cfg, &[prompt.to_vec()], max_new);
+    let kvd = cfg.num_kv_heads() * cfg.head_dim();
+    let store = cache.store_mut();
+    let mut write = |seg, toks: &[u32]| {
+        let s = store.get_mut(seg);
+        s.tokens.extend_from_slice(toks);
+        for buf in s.k.iter_mut().chain(s.v.iter_mut()) {
+            buf.extend(std::iter::repeat_n(0.0f32, toks.len() * kvd));
+        }
+    };
+    for (seg, toks) in &plan.seqs {
+        write(*seg, toks);
+    }
+    write(plan.rows[0].0, sampled);
+    cache.finish(&[plan.rows[0].0]);
+    cache.stats().reused_tokens - before
+}
+
+/// Two turns of four episodes, one row a call, in the same order each turn (a rollout's turn
+/// loop), under a cap of about 2.5 first-turn entries (12 positions each: a 10-token prompt and
+/// 2 sampled tokens). Least recently used (no hint): turn 0 keeps the entries of rows 2 and 3,
+/// and in turn 1 rows 0 and 1 drop them before rows 2 and 3 read them, so turn 1 reuses
+/// nothing. With each turn's prompts announced ([`PrefixCache::expect`]): turn 0 drops the newest
+/// entry when it needs room and keeps rows 0 and 3; in turn 1 row 0 continues its entry (12
+/// tokens), rows 1 and 2 make room by dropping the entries the turn itself made, never row 3's
+/// pending one, and row 3 continues its entry (12 tokens): 24 reused tokens.
+#[test]
+fn announced_turns_keep_the_entries_a_cyclic_turn_needs_next() {
+    let cfg = tiny_cfg();
+    let per_position = 2 * cfg.num_hidden_layers * cfg.num_kv_heads() * cfg.head_dim() * 4 + 4;
+    let cap = 30 * per_position + per_position / 2;
+    let first: Vec<Vec<u32>> = (0..4u32)
+        .map(|i| (0..10).map(|t| 100 * (i + 1) + t).collect())
+        .collect();
+    let sampled = |i: u32, turn: u32| vec![10 + 2 * i + 20 * turn, 11 + 2 * i + 20 * turn];
+    let run = |announce: bool| -> (u64, u64) {
+        let mut cache = PrefixCache::new(cap);
+        let mut prompts = first.clone();
+        let mut reused = [0u64; 2];
+        for (turn, reused) in reused.iter_mut().enumerate() {
+            if announce {
+                cache.expect(&prompts);
+            }
+            for (i, p) in prompts.iter_mut().enumerate() {
+                let s = sampled(i as u32, turn as u32);
+                *reused += fake_call(&mut cache, &cfg, p, &s, 2);
+                p.extend_from_slice(&s);
+                p.extend([90, 91, 92 + i as u32]);
+            }
+        }
+        assert_eq!(reused[0], 0, "nothing to reuse in the first turn");
+        (reused[1], cache.stats().evicted_entries)
+    };
+    let (lru, lru_evicted) = run(false);
+    let (hinted, hinted_evicted) = run(true);
+    assert_eq!(
+        lru, 0,
+        "least recently used drops each entry before its row reads it"
+    );
+    assert_eq!(hinted, 24, "rows 0 and 3 continue their 12-token entries");
+    assert!(
+        hinted_evicted <= lru_evicted,
+        "{hinted_evicted} vs {lru_evicted}"
+    );
+}

@@ -62,4 +62,7 @@ pub trait Generator {
         prompts: &[Vec<u32>],
         params: &GenerationParams,
     ) -> Result<Vec<Generation>, GenerateError>;
+    /// The prompts of a whole turn, before the turn's calls to [`Generator::generate`] take
+    /// them in order: a hint for a cache (`PrefixCache::expect`); by default ignored.
+    fn expect_turn(&mut self, _prompts: &[Vec<u32>]) {}
 }

@@ -149,6 +149,7 @@ fn play(
         }
         let prompts_s = t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
+        generator.expect_turn(&prompts);
         let generations = generate(generator, &prompts, p, turn, on_progress)?;
         let generate_s = t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
