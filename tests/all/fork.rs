@@ -54,33 +54,35 @@ fn a_fork_of_a_recorded_sokoban_trajectory_is_the_recorded_state() {
 
 /// Time per env step of a fork (reset + replayed, checked steps) against recording the same
 /// steps, alternated in one run on one instance. Printed with `--nocapture`; the assertion only
-/// bounds the fork at 3x the recording (the checks compare strings the recording builds anyway).
+/// bounds the fork at 3x the recording (the checks compare strings the recording builds anyway),
+/// on each side's fastest round: a round the scheduler preempted (the tests run in parallel on
+/// few cores) says nothing of the work, and summed rounds failed at 5x under such load.
 #[test]
 fn fork_time_per_step_on_sokoban() {
     let mut env = sokoban();
     let actions = moves(100);
     let t = record_actions(&mut env, 5, &actions).unwrap();
     let n = t.num_actions;
-    let (mut fork_s, mut record_s) = (0.0, 0.0);
+    let (mut fork_s, mut record_s) = (f64::INFINITY, f64::INFINITY);
     let rounds = 20;
     for _ in 0..rounds {
         let t0 = Instant::now();
         fork_in_place(&mut env, &t, n).unwrap();
-        fork_s += t0.elapsed().as_secs_f64();
+        fork_s = fork_s.min(t0.elapsed().as_secs_f64());
         let t0 = Instant::now();
         record_actions(&mut env, 5, &actions).unwrap();
-        record_s += t0.elapsed().as_secs_f64();
+        record_s = record_s.min(t0.elapsed().as_secs_f64());
     }
-    let per = |s: f64| s / f64::from(rounds) / n as f64 * 1e6;
+    let per = |s: f64| s / n as f64 * 1e6;
     eprintln!(
         "Sokoban fork: {n} steps, {:.1} us per forked step, {:.1} us per recorded step \
-         ({rounds} rounds alternated)",
+         (fastest of {rounds} rounds each, alternated)",
         per(fork_s),
         per(record_s)
     );
     assert!(
         fork_s < 3.0 * record_s,
-        "fork {fork_s} s, record {record_s} s"
+        "fastest fork round {fork_s} s, fastest recording round {record_s} s"
     );
 }
 
