@@ -46,11 +46,12 @@ pub struct Args {
     /// Which policy acts.
     #[arg(long, value_enum, default_value = "random")]
     pub policy: PolicyKind,
-    /// Number of episodes.
-    #[arg(long, default_value_t = 100)]
+    /// Number of episodes of `--policy` (refused with `--model`, whose validation protocol
+    /// takes `--set es_manager.val.env_groups=N`).
+    #[arg(long, default_value_t = 100, conflicts_with = "model")]
     pub episodes: u32,
-    /// Base seed.
-    #[arg(long, default_value_t = 0)]
+    /// Base seed of `--policy` (refused with `--model`: `--set seed.val=S`).
+    #[arg(long, default_value_t = 0, conflicts_with = "model")]
     pub seed: u64,
     /// The env's config as a JSON object (default: the env's defaults).
     #[arg(long, default_value = "")]
@@ -61,8 +62,8 @@ pub struct Args {
     /// Evaluate a model instead (`default`, a run or checkpoint directory, a `.gguf` file, a
     /// Hugging Face directory, or `openai:NAME` for an OpenAI-compatible API with `--base-url`)
     /// with the validation protocol: `es_manager.val` groups, seeds `seed.val + i`, temperature
-    /// `rollout.val_temperature` (`--episodes` and `--seed` are not used; change them with
-    /// `--set es_manager.val.env_groups=N`, `--set seed.val=S`).
+    /// `rollout.val_temperature` (`--episodes` and `--seed` are refused with it, as they were once
+    /// silently ignored; `--set es_manager.val.env_groups=N`, `--set seed.val=S` change them).
     #[arg(long, value_name = "CHECKPOINT|default|openai:NAME")]
     pub model: Option<String>,
     /// With `--model openai:NAME`: the endpoint base, e.g. `http://127.0.0.1:8000/v1`
@@ -400,6 +401,50 @@ fn listed_actions(observation: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::listed_actions;
+    use crate::app::Cli;
+    use clap::Parser;
+
+    /// `--episodes` and `--seed` set the episodes of `--policy`; with `--model` the validation
+    /// protocol's config sets them, and passing them is a usage error that names the flag (they
+    /// were silently ignored: `--episodes 64` ran the Sokoban preset's 256).
+    #[test]
+    fn episodes_and_seed_are_refused_with_a_model() {
+        for flag in ["--episodes", "--seed"] {
+            let args = [
+                "ragen-gym",
+                "eval",
+                "--env",
+                "sokoban",
+                "--model",
+                "default",
+            ];
+            let err = Cli::try_parse_from(args.into_iter().chain([flag, "64"]))
+                .err()
+                .unwrap_or_else(|| panic!("{flag} with --model was accepted"));
+            assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+            assert!(err.to_string().contains(flag), "{err}");
+        }
+        let ok = [
+            "ragen-gym",
+            "eval",
+            "--env",
+            "sokoban",
+            "--episodes",
+            "64",
+            "--seed",
+            "3",
+        ];
+        assert!(Cli::try_parse_from(ok).is_ok());
+        let model = [
+            "ragen-gym",
+            "eval",
+            "--env",
+            "sokoban",
+            "--model",
+            "default",
+        ];
+        assert!(Cli::try_parse_from(model).is_ok());
+    }
 
     #[test]
     fn listed_actions_fill_the_search_template() {
