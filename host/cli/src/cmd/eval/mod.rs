@@ -409,41 +409,19 @@ mod tests {
     /// were silently ignored: `--episodes 64` ran the Sokoban preset's 256).
     #[test]
     fn episodes_and_seed_are_refused_with_a_model() {
+        let parse = |extra: &[&str]| {
+            let base = ["ragen-gym", "eval", "--env", "sokoban"];
+            Cli::try_parse_from(base.iter().chain(extra))
+        };
         for flag in ["--episodes", "--seed"] {
-            let args = [
-                "ragen-gym",
-                "eval",
-                "--env",
-                "sokoban",
-                "--model",
-                "default",
-            ];
-            let err = Cli::try_parse_from(args.into_iter().chain([flag, "64"]))
+            let err = parse(&["--model", "default", flag, "64"])
                 .err()
                 .unwrap_or_else(|| panic!("{flag} with --model was accepted"));
             assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
             assert!(err.to_string().contains(flag), "{err}");
         }
-        let ok = [
-            "ragen-gym",
-            "eval",
-            "--env",
-            "sokoban",
-            "--episodes",
-            "64",
-            "--seed",
-            "3",
-        ];
-        assert!(Cli::try_parse_from(ok).is_ok());
-        let model = [
-            "ragen-gym",
-            "eval",
-            "--env",
-            "sokoban",
-            "--model",
-            "default",
-        ];
-        assert!(Cli::try_parse_from(model).is_ok());
+        assert!(parse(&["--episodes", "64", "--seed", "3"]).is_ok());
+        assert!(parse(&["--model", "default"]).is_ok());
     }
 
     #[test]
