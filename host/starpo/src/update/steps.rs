@@ -9,7 +9,7 @@ use crate::batch::TrainSample;
 use crate::batch::tensors::{pad_rows, rows_of, token_batch};
 use crate::config::{Config, KlType};
 use crate::losses::{ClipParams, kl_tensor, masked_mean, policy_loss, value_loss};
-use crate::passes::{self, Pass, PassBatch};
+use crate::passes::{self, PassBatch};
 use ragen_gym_policy::{self as pol, Tensor};
 
 /// One micro-batch's scores and rows for the actor's loss.
@@ -71,11 +71,6 @@ pub(super) struct UpdateBatch<'a> {
 }
 
 impl UpdateBatch<'_> {
-    /// The passes of mini-batch `mb` ([`crate::passes::plan`]) and its number of micro-batches.
-    fn passes<'m>(&self, mb: &'m [usize]) -> (Vec<Pass<'m>>, usize) {
-        passes::step_passes(&self.cfg.actor, self.samples, mb)
-    }
-
     /// One critic step on mini-batch `mb` (verl `dp_critic.py::update_critic`): the clipped
     /// value loss per micro-batch; `critic/vf_loss`, `vf_clipfrac` and `vpred_mean` go into
     /// `means`. `est.values` left to the update ([`Source::FromUpdate`]) are filled from this step's forward, detached, with each
@@ -94,7 +89,7 @@ impl UpdateBatch<'_> {
         let (gamma, lam) = (cfg.algorithm.gamma as f32, cfg.algorithm.lam as f32);
         let mut fresh = Vec::new();
         let old: &Estimates = est;
-        let (passes, accum) = self.passes(mb);
+        let (passes, accum) = passes::step_passes(&self.cfg.actor, self.samples, mb);
         let norm = accumulate_and_step(
             critic.params(),
             opt,
@@ -164,7 +159,7 @@ impl UpdateBatch<'_> {
         let from_forward = est.sources.old_logp == Source::FromUpdate;
         let mut fresh = Vec::new();
         let old: &Estimates = est;
-        let (passes, accum) = self.passes(mb);
+        let (passes, accum) = passes::step_passes(&self.cfg.actor, self.samples, mb);
         let norm = accumulate_and_step(
             policy.params(),
             opt,
