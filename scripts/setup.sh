@@ -27,7 +27,7 @@ cache="${RAGEN_GYM_CACHE:-$HOME/.cache/ragen-gym}"
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 # 1. Rust target for plugins.
-if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+if ! grep -qx wasm32-wasip2 <<<"$(rustup target list --installed)"; then
   log "adding rust target wasm32-wasip2"
   rustup target add wasm32-wasip2
 fi
