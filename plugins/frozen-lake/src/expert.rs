@@ -6,7 +6,12 @@
 //! - [`optimal`]: finite-horizon value iteration (Sutton & Barto, *Reinforcement Learning*,
 //!   2nd ed., §4.4): `V_0 = 0` off the goal, `V_k(s) = max_a Σ P(s'|s,a) v_{k-1}(s')` with
 //!   `v(goal) = 1`, `v(hole) = 0`, so `V_k(s)` is the highest probability of reaching the goal
-//!   from `s` within `k` steps.
+//!   from `s` within `k` steps. Among the actions that reach this maximum for the steps left,
+//!   the expert keeps those that also do best with one step fewer, then two, and so on (a
+//!   lexicographic tie-break over `Q_H, Q_{H-1}, …, Q_1`): on deterministic ice every move that
+//!   leaves the goal within reach is worth 1, and without the tie-break the first of them (Left,
+//!   into a wall) was recommended until the last moment; with it the expert walks a shortest
+//!   path, and its success probability is unchanged.
 //! - [`greedy`]: the next move of a shortest hole-free path to the goal (breadth-first search from
 //!   the goal), ignoring slips; its success probability is the same recursion with the greedy
 //!   action instead of the max (policy evaluation, §4.1).
@@ -71,18 +76,25 @@ pub fn optimal(
     success_rate: f64,
 ) -> Choice {
     let mut v = vec![0.0; map.cells.len()];
-    let mut q = vec![[0.0; 4]; map.cells.len()];
+    // `at_player[k - 1]`: the player's action values with `k` steps left.
+    let mut at_player = Vec::with_capacity(horizon as usize);
     for _ in 0..horizon {
-        q = q_values(map, &v, slippery, success_rate);
+        let q = q_values(map, &v, slippery, success_rate);
         v = q
             .iter()
             .map(|qs| qs.iter().copied().fold(0.0, f64::max))
             .collect();
+        at_player.push(q[player]);
     }
-    let best = v[player];
+    let mut actions: Vec<usize> = (0..4).collect();
+    // The steps left first, then one step fewer, …: keep the best of the actions still tied.
+    for q in at_player.iter().rev() {
+        let best = actions.iter().map(|&a| q[a]).fold(0.0, f64::max);
+        actions.retain(|&a| q[a] >= best - TIE);
+    }
     Choice {
-        actions: (0..4).filter(|&a| q[player][a] >= best - TIE).collect(),
-        success_probability: best,
+        actions,
+        success_probability: v[player],
     }
 }
 
@@ -189,6 +201,43 @@ mod tests {
         let g = greedy(&map, 11, 1, true, THIRD);
         assert_eq!(g.actions, vec![1]);
         assert!((g.success_probability - THIRD).abs() < 1e-12);
+    }
+
+    #[test]
+    fn on_deterministic_ice_the_optimum_walks_a_shortest_path() {
+        // Open board, player on 0 (top left), goal on 15: every first move keeps the goal within
+        // 10 steps (Left and Up bump into the edge and stay), so all four are worth 1 with 10
+        // steps left; only Down and Right are worth 1 with 6 left, the shortest path's length.
+        let map = test_map("FFFF FFFF FFFF FFFG", 0);
+        let c = optimal(&map, 0, 10, false, 1.0);
+        assert_eq!((c.actions, c.success_probability), (vec![1, 2], 1.0));
+        // Player on 7 (row 1, col 3), goal on 14 (row 3, col 2), a hole on 11 right under the
+        // player: Down falls in; Right bumps into the edge and Up leaves the goal 4 and 5 steps
+        // away, within reach but not with 3 steps left; Left starts the only shortest path,
+        // 7 -> 6 -> 10 -> 14.
+        let map = test_map("FFFF FFFF FFFH FFGF", 7);
+        assert_eq!(optimal(&map, 7, 10, false, 1.0).actions, vec![0]);
+    }
+
+    #[test]
+    fn following_the_deterministic_optimum_takes_exactly_the_shortest_path_length() {
+        // The whole kind: on 200 random maps, from the start, the optimum's first listed action
+        // followed step by step reaches the goal in the breadth-first distance, never more.
+        use rand::SeedableRng;
+        for seed in 0..200 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let map = LakeMap::generate(4, 0.8, &mut rng).unwrap();
+            let shortest = goal_distances(&map)[map.start].expect("the goal is reachable");
+            let (mut s, mut steps) = (map.start, 0u32);
+            while s != map.goal {
+                let c = optimal(&map, s, 10 - steps, false, 1.0);
+                assert_eq!(c.success_probability, 1.0, "seed {seed}");
+                s = map.neighbour(s, c.actions[0]);
+                steps += 1;
+                assert!(steps <= shortest, "seed {seed}: more than {shortest} steps");
+            }
+            assert_eq!(steps, shortest, "seed {seed}");
+        }
     }
 
     #[test]
