@@ -272,6 +272,7 @@ pub fn record_actions(
             steps: vec![Step {
                 action: a.clone(),
                 outcome: Ok(r),
+                expert: None,
             }],
             sampled: None,
         });

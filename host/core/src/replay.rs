@@ -389,6 +389,7 @@ mod tests {
                 t.steps.push(Step {
                     action: a.to_string(),
                     outcome: Ok(r),
+                    expert: None,
                 });
             }
             out.push(t);

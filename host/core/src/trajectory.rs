@@ -16,6 +16,18 @@ pub struct Step {
     pub action: String,
     /// The env's result, or the error message.
     pub outcome: Result<StepResult, String>,
+    /// The actions the env's expert advised in the state this step started from (all equally
+    /// good ones, `ragen:gym/expert` `advise`), when the rollout asked (`rollout.expert_agreement`
+    /// and an env with an expert); absent otherwise and in records from before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert: Option<Vec<String>>,
+}
+
+impl Step {
+    /// Whether the expert was asked and `action` is among the actions it advised.
+    pub fn agrees_with_expert(&self) -> Option<bool> {
+        self.expert.as_ref().map(|a| a.contains(&self.action))
+    }
 }
 
 /// One turn of a trajectory.

@@ -24,7 +24,10 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
 ///   flag / turns, averaged over trajectories (0 for a trajectory with no turn);
 /// * `{prefix}/{tag}/pass@{group_size}`: groups with at least one success / groups;
 /// * `{prefix}/{tag}/format_penalty_turns`, `{prefix}/{tag}/env_errors` (ragen-gym additions);
-/// * `{prefix}/{tag}/score`: mean trajectory score; `{prefix}/{tag}/num_turns`.
+/// * `{prefix}/{tag}/score`: mean trajectory score; `{prefix}/{tag}/num_turns`;
+/// * `{prefix}/{tag}/expert_agreement`, with `{prefix}/{tag}/expert_advised_steps`: of the steps
+///   the env's expert advised on (`rollout.expert_agreement`), the share whose action is among
+///   the advised ones, pooled over all steps (absent when no step was advised).
 pub fn rollout_metrics(prefix: &str, trajs: &[Trajectory], group_size: usize) -> Metrics {
     let mut m = Metrics::new();
     let Some(first) = trajs.first() else { return m };
@@ -73,6 +76,17 @@ pub fn rollout_metrics(prefix: &str, trajs: &[Trajectory], group_size: usize) ->
         trajs.iter().filter(|t| t.end_reason.is_some()).count() as f64,
     );
     m.insert(k("score"), mean(trajs.iter().map(Trajectory::score)));
+    let agreed: Vec<f64> = trajs
+        .iter()
+        .flat_map(|t| &t.turns)
+        .flat_map(|turn| &turn.steps)
+        .filter_map(|s| s.agrees_with_expert())
+        .map(|a| f64::from(u8::from(a)))
+        .collect();
+    if !agreed.is_empty() {
+        m.insert(k("expert_agreement"), mean(agreed.iter().copied()));
+        m.insert(k("expert_advised_steps"), agreed.len() as f64);
+    }
     if group_size > 0 {
         let groups = trajs.chunks(group_size);
         m.insert(
@@ -120,7 +134,7 @@ pub fn add_stats(m: &mut Metrics, name: &str, xs: &[f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ragen_gym_core::Turn;
+    use ragen_gym_core::{Step, Turn};
 
     fn turn(valid: bool, eff: bool) -> Turn {
         Turn {
@@ -179,5 +193,44 @@ mod tests {
         assert_eq!(m["train/X/action_is_effective"], 0.375);
         assert_eq!(m["train/X/pass@2"], 0.5);
         assert_eq!(m["train/X/score"], (1.0 + 0.5 + 0.0 + 0.5) / 4.0);
+        // No step carries advice: no agreement metric.
+        assert!(!m.contains_key("train/X/expert_agreement"));
+    }
+
+    #[test]
+    fn expert_agreement_pools_the_advised_steps() {
+        let step = |action: &str, expert: Option<&[&str]>| Step {
+            action: action.into(),
+            outcome: Err("unused".into()),
+            expert: expert.map(|a| a.iter().map(|s| s.to_string()).collect()),
+        };
+        let with = |steps| Turn {
+            steps,
+            ..turn(true, true)
+        };
+        // Trajectory 1: Down among {Down, Right}, Left not in {Down}; trajectory 2: Up in {Up},
+        // and a step not advised (ignored); trajectory 3: nothing advised. 2 of 3 agree (pooled,
+        // not per trajectory: that would give (1/2 + 1) / 2 = 0.75).
+        let t = vec![
+            traj(
+                0,
+                false,
+                vec![with(vec![
+                    step("Down", Some(&["Down", "Right"])),
+                    step("Left", Some(&["Down"])),
+                ])],
+                2,
+            ),
+            traj(
+                0,
+                true,
+                vec![with(vec![step("Up", Some(&["Up"])), step("Up", None)])],
+                2,
+            ),
+            traj(1, false, vec![with(vec![step("Up", None)])], 1),
+        ];
+        let m = rollout_metrics("val-env", &t, 0);
+        assert_eq!(m["val-env/X/expert_agreement"], 2.0 / 3.0);
+        assert_eq!(m["val-env/X/expert_advised_steps"], 3.0);
     }
 }

@@ -246,8 +246,13 @@ fn step() -> impl Strategy<Value = Step> {
     (
         ".{0,8}",
         prop_oneof![result.prop_map(Ok), ".{0,12}".prop_map(Err)],
+        proptest::option::of(proptest::collection::vec(".{0,6}", 0..3)),
     )
-        .prop_map(|(action, outcome)| Step { action, outcome })
+        .prop_map(|(action, outcome, expert)| Step {
+            action,
+            outcome,
+            expert,
+        })
 }
 
 fn turn() -> impl Strategy<Value = Turn> {

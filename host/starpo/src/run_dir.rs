@@ -490,6 +490,7 @@ mod tests {
                 success: false,
                 info: vec![],
             }),
+            expert: None,
         };
         Trajectory {
             env_id: "ragen/Sokoban-v0".into(),

@@ -219,6 +219,7 @@ pub struct RolloutConfig {
     pub max_think_tokens: usize,
     pub prefix_sharing: bool,
     pub prefix_cache_mib: usize,
+    pub expert_agreement: bool,
     pub rollout_filter_ratio: f64,
     pub rollout_filter_type: FilterType,
     pub rollout_filter_strategy: FilterStrategy,

@@ -48,6 +48,8 @@ pub(super) struct Episode {
     status: Status,
     /// Time spent in the env's calls so far.
     env_time: Duration,
+    /// Ask the env's expert before each step (`rollout.expert_agreement` and an env with one).
+    advise: bool,
 }
 
 impl Episode {
@@ -62,6 +64,7 @@ impl Episode {
             penalty: 0.0,
             status: Status::Running,
             env_time: Duration::ZERO,
+            advise: false,
         }
     }
 
@@ -81,6 +84,7 @@ impl Episode {
             turns,
             status: Status::Running,
             env_time: Duration::ZERO,
+            advise: false,
         }
     }
 
@@ -109,6 +113,7 @@ impl Episode {
                 }
             }
         }
+        self.advise = wants_advice(env, p);
         self.charge(start, p);
     }
 
@@ -140,6 +145,7 @@ impl Episode {
             Ok(r) => self.state = r.observation,
             Err(e) => self.fail("reset failed", &e),
         }
+        self.advise = wants_advice(env, p);
         self.charge(t, p);
     }
 
@@ -247,12 +253,14 @@ impl Episode {
         self.turns.push(turn);
     }
 
-    /// Send one action to `env` and record it on `turn`; whether the episode goes on.
+    /// Send one action to `env` and record it on `turn` (with the expert's advice first, when
+    /// asked for); whether the episode goes on.
     fn step(&mut self, env: &mut dyn Env, action: String, turn: &mut Turn) -> bool {
+        let expert = self.advice(env);
         match env.step(&action) {
             Ok(r) => {
                 self.num_actions += 1;
-                record_step(turn, action, &r);
+                record_step(turn, action, &r, expert);
                 let done = r.terminated || r.truncated;
                 if done {
                     self.status = Status::Finished { success: r.success };
@@ -264,9 +272,28 @@ impl Episode {
                 turn.steps.push(Step {
                     action,
                     outcome: Err(e.to_string()),
+                    expert,
                 });
                 self.fail("step failed", &e);
                 false
+            }
+        }
+    }
+
+    /// The expert's advice in the current state, when this episode asks for it. An env whose
+    /// expert fails is not asked again in this episode, and the failure does not end it by
+    /// itself: the advice is a diagnostic, not part of the rollout (a plugin that traps in it
+    /// loses its instance, as a trap anywhere does, and its next step then fails).
+    fn advice(&mut self, env: &mut dyn Env) -> Option<Vec<String>> {
+        if !self.advise {
+            return None;
+        }
+        match env.advise() {
+            Ok(a) => Some(a.actions),
+            Err(e) => {
+                tracing::debug!(seed = self.seed, "expert advice stopped: {e}");
+                self.advise = false;
+                None
             }
         }
     }
@@ -300,6 +327,12 @@ impl Episode {
     }
 }
 
+/// Whether an episode on `env` asks its expert before each step: `rollout.expert_agreement` and
+/// an env that has an expert for its config (an error asking counts as none).
+fn wants_advice(env: &mut dyn Env, p: &RolloutParams) -> bool {
+    p.expert_agreement && matches!(env.expert_info(), Ok(Some(_)))
+}
+
 /// The response with its forced prefix, parsed. A response sampled under constrained decoding
 /// keeps its raw text as the stored response, so that the history shows what its sampled tokens
 /// spell.
@@ -327,10 +360,11 @@ fn parse(generation: &Generation, p: &RolloutParams) -> ParsedResponse {
 
 /// Add one env step's result to its turn. The env's own validity verdict counts too
 /// (text-action envs such as WebShop judge validity themselves; `docs/ragen-semantics.md` §2).
-fn record_step(turn: &mut Turn, action: String, r: &StepResult) {
+fn record_step(turn: &mut Turn, action: String, r: &StepResult, expert: Option<Vec<String>>) {
     turn.steps.push(Step {
         action: action.clone(),
         outcome: Ok(r.clone()),
+        expert,
     });
     turn.actions.push(action);
     turn.env_reward += r.reward;

@@ -88,6 +88,11 @@ pub fn expert_rollout(
         seeds.len() <= pool.len() && seeds.len() <= shadows.len(),
         "more seeds than envs in the pools"
     );
+    // The expert plays: its agreement with itself is not asked for.
+    let p = &RolloutParams {
+        expert_agreement: false,
+        ..p.clone()
+    };
     let (spec, envs) = pool.parts_mut();
     let action_names = spec.action_names.as_deref();
     let (_, shadow_envs) = shadows.parts_mut();

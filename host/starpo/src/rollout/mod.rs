@@ -63,6 +63,9 @@ pub struct RolloutParams {
     /// The most time one trajectory's env calls may take (`failure.trajectory_wall_s`; `None`:
     /// no limit); past it the trajectory ends as a timeout.
     pub trajectory_wall_budget: Option<std::time::Duration>,
+    /// Ask the env's expert before each step and record its advice (`rollout.expert_agreement`;
+    /// envs without an expert are not asked).
+    pub expert_agreement: bool,
 }
 
 impl RolloutParams {
@@ -87,6 +90,7 @@ impl RolloutParams {
             },
             tag: cfg.env_tag(spec),
             trajectory_wall_budget: cfg.failure.trajectory_wall_budget(),
+            expert_agreement: cfg.rollout.expert_agreement,
         }
     }
 }
@@ -229,6 +233,7 @@ mod tests {
     use super::*;
     use crate::prompt::{TokenOrigin, TokenTrace};
     use crate::testing::{Counter, ScriptedGenerator};
+    use ragen_gym_core::EnvCallError;
 
     fn params() -> RolloutParams {
         RolloutParams {
@@ -255,6 +260,7 @@ mod tests {
             },
             tag: "Counter".into(),
             trajectory_wall_budget: None,
+            expert_agreement: false,
         }
     }
 
@@ -407,5 +413,108 @@ mod tests {
                 .unwrap()
                 .contains("exceeds max_model_len 10")
         );
+    }
+
+    /// A counter whose expert always advises `Inc`, or fails when `fails` (after `reset`).
+    struct Advised {
+        inner: Counter,
+        fails: bool,
+        asked: usize,
+    }
+
+    impl Env for Advised {
+        fn spec(&self) -> &EnvSpec {
+            self.inner.spec()
+        }
+        fn reset(&mut self, seed: u64) -> Result<ragen_gym_core::ResetResult, EnvCallError> {
+            self.inner.reset(seed)
+        }
+        fn step(&mut self, a: &str) -> Result<ragen_gym_core::StepResult, EnvCallError> {
+            self.inner.step(a)
+        }
+        fn expert_info(&mut self) -> Result<Option<ragen_gym_core::ExpertInfo>, EnvCallError> {
+            Ok(Some(ragen_gym_core::ExpertInfo {
+                description: "count up".into(),
+                optimal: true,
+            }))
+        }
+        fn advise(&mut self) -> Result<ragen_gym_core::Advice, EnvCallError> {
+            self.asked += 1;
+            if self.fails {
+                return Err(EnvCallError::NoExpert {
+                    plugin: "test/Counter-v0".into(),
+                    reason: "broken on purpose".into(),
+                });
+            }
+            Ok(ragen_gym_core::Advice {
+                actions: vec!["Inc".into()],
+                success_probability: Some(1.0),
+            })
+        }
+    }
+
+    /// The steps' `(action, expert advice)` of one rollout of `answer` on `env`.
+    fn advised_steps(
+        env: Box<dyn Env>,
+        ask: bool,
+        answer: &str,
+    ) -> (Vec<(String, Option<Vec<String>>)>, Trajectory) {
+        let mut pool = EnvPool::new(vec![env]);
+        let mut g = ScriptedGenerator::fixed(answer);
+        let p = RolloutParams {
+            expert_agreement: ask,
+            ..params()
+        };
+        let t = rollout(&mut pool, &[(0, 1)], &mut g, &p, &mut |_| {})
+            .unwrap()
+            .remove(0);
+        let steps = t
+            .turns
+            .iter()
+            .flat_map(|x| &x.steps)
+            .map(|s| (s.action.clone(), s.expert.clone()))
+            .collect();
+        (steps, t)
+    }
+
+    #[test]
+    fn the_expert_is_asked_before_each_step_only_where_it_exists_and_is_wanted() {
+        let answer = " ok</think><answer>Inc || Stop</answer>";
+        let advised = |fails| {
+            Box::new(Advised {
+                inner: Counter::new(),
+                fails,
+                asked: 0,
+            }) as Box<dyn Env>
+        };
+        let inc = Some(vec!["Inc".to_string()]);
+        // Asked: the advice of the state each step started from, `Inc` both times; the
+        // policy's Stop disagrees: 1 of 2 steps agree.
+        let (steps, t) = advised_steps(advised(false), true, answer);
+        assert_eq!(
+            steps,
+            vec![("Inc".into(), inc.clone()), ("Stop".into(), inc)]
+        );
+        let m = crate::metrics::rollout_metrics("val-env", &[t.clone()], 0);
+        assert_eq!(m["val-env/Counter/expert_agreement"], 0.5);
+        // Not wanted, an env without an expert, an expert that fails: no advice, and the same
+        // trajectory otherwise (the advice does not change the rollout).
+        let plain = |mut x: Trajectory| {
+            for turn in &mut x.turns {
+                for s in &mut turn.steps {
+                    s.expert = None;
+                }
+            }
+            x
+        };
+        for (env, ask) in [
+            (advised(false), false),
+            (Counter::boxed(), true),
+            (advised(true), true),
+        ] {
+            let (steps, u) = advised_steps(env, ask, answer);
+            assert!(steps.iter().all(|(_, e)| e.is_none()), "{steps:?}");
+            assert_eq!(u, plain(t.clone()));
+        }
     }
 }

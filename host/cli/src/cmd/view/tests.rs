@@ -30,6 +30,7 @@ fn turn(observation: &str, response: &str, actions: &[&str]) -> Turn {
                     action_is_effective: true,
                     info: vec![],
                 }),
+                expert: None,
             })
             .collect(),
         sampled: None,

@@ -34,6 +34,7 @@ fn params() -> RolloutParams {
         },
         tag: "Counter".into(),
         trajectory_wall_budget: None,
+        expert_agreement: false,
     }
 }
 
