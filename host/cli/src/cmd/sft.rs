@@ -164,20 +164,24 @@ fn write_demonstrations(
     Ok(())
 }
 
-/// One line per epoch: loss, the expert's mean token log-prob, validation success.
+/// One line per epoch: loss, the expert's mean token log-prob, validation success and the
+/// validation's agreement with the expert (`val-env/<tag>/expert_agreement`).
 fn print_summary(epochs: &[Metrics]) {
-    println!("epoch  loss     expert_logp  val_success");
+    println!("epoch  loss     expert_logp  val_success  val_expert_agreement");
     for m in epochs {
         let get = |k: &str| m.get(k).map_or("-".to_string(), |v| format!("{v:.4}"));
-        let success = m
-            .iter()
-            .find(|(k, _)| k.starts_with("val-env/") && k.ends_with("/success"))
-            .map_or("-".to_string(), |(_, v)| format!("{v:.4}"));
+        let val = |suffix: &str| {
+            m.iter()
+                .find(|(k, _)| k.starts_with("val-env/") && k.ends_with(suffix))
+                .map_or("-".to_string(), |(_, v)| format!("{v:.4}"))
+        };
         let epoch = m.get("sft/epoch").copied().unwrap_or(0.0);
         println!(
-            "{epoch:<6} {:<8} {:<12} {success}",
+            "{epoch:<6} {:<8} {:<12} {:<12} {}",
             get("sft/loss"),
-            get("sft/expert_logp")
+            get("sft/expert_logp"),
+            val("/success"),
+            val("/expert_agreement")
         );
     }
 }

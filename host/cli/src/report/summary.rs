@@ -34,6 +34,8 @@ pub struct SummaryReporter {
     episodes: usize,
     first: Option<(String, ValPoint)>,
     last: Option<(String, ValPoint)>,
+    /// `val-env/{tag}/expert_agreement` at the first and the last validation that had it.
+    agreement: Option<(f64, f64)>,
 }
 
 impl SummaryReporter {
@@ -66,6 +68,22 @@ pub fn val_point(iteration: u32, metrics: &Metrics) -> Option<(String, ValPoint)
             stderr,
         },
     ))
+}
+
+/// `val-env/{tag}/expert_agreement` in `metrics`, if this iteration validated on an env with an
+/// expert.
+fn val_agreement(metrics: &Metrics) -> Option<f64> {
+    metrics
+        .iter()
+        .find(|(k, _)| k.starts_with("val-env/") && k.ends_with("/expert_agreement"))
+        .map(|(_, v)| *v)
+}
+
+/// The closing line on the expert: the share of validation steps it would also have taken.
+fn agreement_line(first: f64, last: f64) -> String {
+    format!(
+        "  steps the expert would also take (val-env/<tag>/expert_agreement): {first:.3} -> {last:.3}"
+    )
 }
 
 /// The summary's lines: before, after, the change in standard errors of the difference
@@ -128,6 +146,10 @@ impl Reporter for SummaryReporter {
                     }
                     self.last = Some(p);
                 }
+                if let Some(a) = val_agreement(metrics) {
+                    let first = self.agreement.map_or(a, |(f, _)| f);
+                    self.agreement = Some((first, a));
+                }
             }
             TrainEvent::Finished { .. } => {
                 if let (Some((metric, first)), Some((_, last))) = (&self.first, &self.last) {
@@ -135,6 +157,9 @@ impl Reporter for SummaryReporter {
                         summary_lines(metric, self.episodes, *first, *last, &self.references)
                     {
                         println!("{line}");
+                    }
+                    if let Some((first, last)) = self.agreement {
+                        println!("{}", agreement_line(first, last));
                     }
                 }
             }
@@ -206,6 +231,20 @@ mod tests {
                 "  random policy (10 uniform actions) on the same 256 seeds: 0.250",
                 "  expert policy (optimal: value iteration) on the same 256 seeds: 0.480",
             ]
+        );
+    }
+
+    #[test]
+    fn the_expert_agreement_is_read_from_validations_only() {
+        let m = Metrics::from([
+            ("train/FrozenLake/expert_agreement".to_string(), 0.9),
+            ("val-env/FrozenLake/expert_agreement".to_string(), 0.4375),
+        ]);
+        assert_eq!(val_agreement(&m), Some(0.4375));
+        assert_eq!(val_agreement(&Metrics::new()), None);
+        assert_eq!(
+            agreement_line(0.4, 0.65),
+            "  steps the expert would also take (val-env/<tag>/expert_agreement): 0.400 -> 0.650"
         );
     }
 
