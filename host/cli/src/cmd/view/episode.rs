@@ -36,6 +36,10 @@ pub struct StepView {
     /// The env's error, when the step failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The actions the env's expert advised before the step, when the rollout asked
+    /// (`rollout.expert_agreement`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expert: Option<Vec<String>>,
 }
 
 /// One turn.
@@ -164,12 +168,14 @@ fn turn_view(t: &Turn, r: &Reading) -> TurnView {
                     reward: Some(o.reward),
                     effective: o.action_is_effective,
                     error: None,
+                    expert: s.expert.clone(),
                 },
                 Err(e) => StepView {
                     action: s.action.clone(),
                     reward: None,
                     effective: false,
                     error: Some(e.clone()),
+                    expert: s.expert.clone(),
                 },
             })
             .collect(),

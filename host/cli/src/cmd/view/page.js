@@ -206,12 +206,17 @@ function turn(t, i) {
   if (t.steps.length) {
     const table = el("table", "steps");
     const head = el("tr");
-    for (const c of ["step", "action", "reward", ""]) head.append(el("th", null, c));
+    const advised = t.steps.some((s) => s.expert);
+    for (const c of ["step", "action", "reward", ...(advised ? ["expert"] : []), ""]) head.append(el("th", null, c));
     table.append(head);
     t.steps.forEach((s, k) => {
       const tr = el("tr", s.error ? "error" : s.effective ? "" : "noeffect");
-      tr.append(el("td", null, k + 1), el("td", "action", s.action), el("td", "step-reward", s.error ? "" : fmt(s.reward)),
-        el("td", null, s.error ? s.error : s.effective ? "" : "no effect"));
+      tr.append(el("td", null, k + 1), el("td", "action", s.action), el("td", "step-reward", s.error ? "" : fmt(s.reward)));
+      if (advised) {
+        const agrees = s.expert && s.expert.includes(s.action);
+        tr.append(el("td", s.expert && !agrees ? "disagree" : null, s.expert ? s.expert.join(" / ") : ""));
+      }
+      tr.append(el("td", null, s.error ? s.error : s.effective ? "" : "no effect"));
       table.append(tr);
     });
     sec.append(table);

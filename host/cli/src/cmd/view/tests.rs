@@ -148,6 +148,26 @@ fn the_page_data_holds_every_logged_episode_with_its_filter_verdict_and_the_curv
 }
 
 #[test]
+fn the_expert_advice_recorded_on_a_step_reaches_the_page() {
+    let d = tempfile::tempdir().unwrap();
+    let mut advised = record(0, 0, false, None);
+    advised.trajectory.turns[0].steps[0].expert = Some(vec!["Down".into(), "Left".into()]);
+    write_run(d.path(), &[advised, record(0, 1, false, None)], "");
+    let (data, _) = page_data(&args(d.path())).unwrap();
+    let expert = |e: usize| data.episodes[e].turns[0].steps[0].expert.clone();
+    assert_eq!(
+        expert(0),
+        Some(vec!["Down".to_string(), "Left".to_string()])
+    );
+    assert_eq!(expert(1), None);
+    // In the page's data block with its name, and absent where nothing was advised.
+    let step = serde_json::to_value(&data.episodes[0].turns[0].steps[0]).unwrap();
+    assert_eq!(step["expert"], serde_json::json!(["Down", "Left"]));
+    let plain = serde_json::to_value(&data.episodes[1].turns[0].steps[0]).unwrap();
+    assert!(plain.get("expert").is_none());
+}
+
+#[test]
 fn sample_spreads_the_cap_over_the_file() {
     let d = tempfile::tempdir().unwrap();
     let recs: Vec<TrajectoryRecord> = (0..10)
