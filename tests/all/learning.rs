@@ -560,6 +560,7 @@ fn sft_on_expert_demonstrations_raises_the_experts_log_prob_and_success() {
         demonstrations: Demonstrations::Collect(16),
         epochs: 6,
         batch_size: 4,
+        resume: false,
     })
     .unwrap();
     let demos = sft.demonstrations();
@@ -634,6 +635,7 @@ fn sft_passes_share_prefixes_without_changing_the_step() {
             demonstrations: Demonstrations::Collect(8),
             epochs: 1,
             batch_size: 4,
+            resume: false,
         })
         .unwrap();
         let step = [0, 1, 2, 3];
@@ -651,4 +653,98 @@ fn sft_passes_share_prefixes_without_changing_the_step() {
     }
     // The steps moved the model: the comparison is not between two unchanged models.
     assert!((per_micro.1[2] - per_micro.2).abs() > 1e-3, "{per_micro:?}");
+}
+
+/// `sft --resume`: one epoch, then the run continued to three, gives the metrics of a run of
+/// three epochs that never stopped (loss, gradient norm, expert log-prob, validation), with the
+/// run's own learning rate and batch size whatever the resuming setup says; the checkpoint
+/// records where it stands. A run whose checkpoint is an RL iteration, or that has no
+/// checkpoint, is refused with an error naming it.
+#[test]
+fn a_resumed_sft_run_repeats_the_uninterrupted_one() {
+    use ragen_gym_starpo::{Demonstrations, RunDir, SftProgress, SftSetup, SftTrainer, TrainError};
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(&dir.path().join("model"), 5);
+    let cfg = learning_config(&model, "[seed]\nsampler = 3\n");
+    let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
+    let setup = |run: &str, epochs: u32, resume: bool, demonstrations| SftSetup {
+        lr: 2e-3,
+        config: cfg.clone(),
+        make_env: Box::new(move || bandit("")),
+        plugin_sha256: "native".into(),
+        env_source: "bandit".into(),
+        run_dir: dir.path().join(run),
+        device: pol::Device::Cpu,
+        demonstrations,
+        epochs,
+        batch_size: 4,
+        resume,
+    };
+    let quiet = &mut |_: &TrainEvent<'_>| Ok(());
+    let strip = |m: &Metrics| -> Metrics {
+        m.iter()
+            .filter(|(k, _)| !k.starts_with("timing_s/"))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    let straight = SftTrainer::new(setup("a", 3, false, Demonstrations::Collect(8)))
+        .unwrap()
+        .train(quiet)
+        .unwrap();
+    let mut first = SftTrainer::new(setup("b", 1, false, Demonstrations::Collect(8))).unwrap();
+    let demos = first.demonstrations().to_vec();
+    first.train(quiet).unwrap();
+    let mut resumed = SftTrainer::new(SftSetup {
+        lr: 0.5,
+        batch_size: 1,
+        ..setup("b", 3, true, Demonstrations::Given(demos.clone()))
+    })
+    .unwrap();
+    assert_eq!(resumed.epochs_done(), 1);
+    let later = resumed.train(quiet).unwrap();
+    let epochs = |ms: &[Metrics]| -> Vec<f64> { ms.iter().map(|m| m["sft/epoch"]).collect() };
+    assert_eq!(
+        (epochs(&straight), epochs(&later)),
+        (vec![0.0, 1.0, 2.0, 3.0], vec![2.0, 3.0])
+    );
+    for (a, b) in straight[2..].iter().zip(&later) {
+        let (a, b) = (strip(a), strip(b));
+        assert!(a.contains_key("sft/loss") && a.contains_key("val-env/Bandit/success"));
+        assert_eq!(a, b);
+    }
+    let run_b = RunDir::open(&dir.path().join("b")).unwrap();
+    let state = run_b.read_trainer_state().unwrap();
+    assert_eq!(
+        (state.iteration, state.sft),
+        (
+            0,
+            Some(SftProgress {
+                epoch: 3,
+                lr: 2e-3,
+                batch_size: 4
+            })
+        )
+    );
+    // The checkpoint of an RL iteration (as `train --resume` writes it) is not an SFT epoch.
+    let path = run_b.checkpoint_path().join("trainer_state.json");
+    let rl = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("\"iteration\": 0", "\"iteration\": 1");
+    assert!(rl.contains("\"iteration\": 1"), "{rl}");
+    std::fs::write(&path, rl).unwrap();
+    let refused = |run: &str| match SftTrainer::new(setup(
+        run,
+        4,
+        true,
+        Demonstrations::Given(demos.clone()),
+    )) {
+        Err(TrainError::Resume(m)) => m,
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("{run} was continued"),
+    };
+    let m = refused("b");
+    assert!(m.contains("RL iteration 1") && m.contains("/b"), "{m}");
+    // Nothing to continue: a run directory without a checkpoint.
+    let m = refused("c");
+    assert!(m.contains("no checkpoint") && m.contains("/c"), "{m}");
 }

@@ -65,6 +65,7 @@ fn params() -> RolloutParams {
         },
         tag: "Bandit".into(),
         trajectory_wall_budget: None,
+        expert_agreement: cfg.rollout.expert_agreement,
     }
 }
 

@@ -44,4 +44,7 @@ pub enum TrainError {
     /// Expert demonstrations could not be collected or do not fit the answer format (`sft`).
     #[error("expert demonstrations")]
     Demonstrations(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The run directory cannot be continued this way (the message names it and says why).
+    #[error("{0}")]
+    Resume(String),
 }

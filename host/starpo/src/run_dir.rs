@@ -111,6 +111,22 @@ pub struct TrainerState {
     pub plugin_sha256: String,
     /// The env's id.
     pub env_id: String,
+    /// Where an `sft` run stands (absent in RL checkpoints and in those from before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sft: Option<SftProgress>,
+}
+
+/// An `sft` run's place in `checkpoint/trainer_state.json`: `sft --resume` continues from it
+/// with the same learning rate and batch size (`train --resume` ignores it and starts RL at
+/// iteration 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SftProgress {
+    /// Epochs completed.
+    pub epoch: u32,
+    /// The learning rate of its optimiser steps.
+    pub lr: f64,
+    /// Demonstrations per optimiser step.
+    pub batch_size: usize,
 }
 
 /// One line of `trajectories.jsonl`: a trajectory (its fields at the top level) and what

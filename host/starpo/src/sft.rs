@@ -14,7 +14,11 @@
 //!    After each epoch: the validation protocol of `train` and a checkpoint.
 //!
 //! The run directory is a `train` run directory at iteration 0 (`config.toml`, `run.json`,
-//! `checkpoint/`), so `ragen-gym train --resume DIR` continues it with RL.
+//! `checkpoint/`), so `ragen-gym train --resume DIR` continues it with RL. Its checkpoint also
+//! records the epochs done, the learning rate and the batch size ([`SftProgress`]), so an SFT
+//! run that stopped (or one to be taken further) continues with [`SftSetup::resume`]: the same
+//! weights, optimiser state and seeded epoch orders, so the epochs after it equal those of a run
+//! that never stopped.
 
 pub mod samples;
 
@@ -30,7 +34,7 @@ use crate::models::Models;
 use crate::passes::{PassBatch, step_passes};
 use crate::policy_adapter::PrefixSharing;
 use crate::rollout::{EnvFactory, EnvPool, RolloutParams, answer_joiner, expert_rollout};
-use crate::run_dir::{RunDir, RunInfo, TrainerState};
+use crate::run_dir::{RunDir, RunInfo, SftProgress, TrainerState};
 use crate::update::accumulate_and_step;
 use crate::validation::{ValidationRun, validate_run};
 use ragen_gym_core::{Trajectory, splitmix64};
@@ -62,12 +66,15 @@ pub struct SftSetup {
     pub device: pol::Device,
     /// The demonstrations.
     pub demonstrations: Demonstrations,
-    /// Passes over the demonstrations.
+    /// Passes over the demonstrations (in all, the resumed ones included).
     pub epochs: u32,
-    /// The learning rate (`train`'s `actor.actor_lr` unless set).
+    /// The learning rate (`train`'s `actor.actor_lr` unless set); a resumed run keeps its own.
     pub lr: f64,
-    /// Samples per optimiser step.
+    /// Samples per optimiser step; a resumed run keeps its own.
     pub batch_size: usize,
+    /// Continue the SFT run in `run_dir` from its checkpoint (`config`, `run.json` and the
+    /// demonstrations are the run's own: pass them as read from it).
+    pub resume: bool,
 }
 
 /// The SFT run.
@@ -84,6 +91,8 @@ pub struct SftTrainer {
     epochs: u32,
     lr: f64,
     batch_size: usize,
+    /// Epochs completed (those of the checkpoint when resuming).
+    done: u32,
 }
 
 impl SftTrainer {
@@ -96,7 +105,12 @@ impl SftTrainer {
     pub fn new(setup: SftSetup) -> Result<Self, TrainError> {
         let run = RunDir::create(&setup.run_dir)?;
         let cfg = setup.config;
-        let (models, _) = Models::load(&cfg, &run, false, &setup.device)?;
+        let progress = if setup.resume {
+            Some(sft_progress(&run)?)
+        } else {
+            None
+        };
+        let (models, _) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
         let probe = (setup.make_env)()?;
         let spec = probe.spec().clone();
         drop(probe);
@@ -117,7 +131,6 @@ impl SftTrainer {
         .map_err(|e| TrainError::Demonstrations(Box::new(e)))?;
         let val_pool = EnvPool::from_factory(&setup.make_env, cfg.val_batch_size())?;
         let prefix_sharing = PrefixSharing::decide(&cfg, &models.policy.sampler());
-        run.write_config(&cfg)?;
         let info = RunInfo {
             env_id: spec.id.clone(),
             env_version: spec.version.clone(),
@@ -125,7 +138,25 @@ impl SftTrainer {
             env_source: setup.env_source,
             model: cfg.model.resolved_path(),
         };
-        run.write_run_info(&info)?;
+        if progress.is_some() {
+            // The run's own model: `run.json` keeps it (the checkpoint holds the weights).
+            let own = run.read_run_info()?;
+            if own.plugin_sha256 != info.plugin_sha256 {
+                return Err(TrainError::Resume(format!(
+                    "cannot continue {} with sft: it was made with plugin sha256 {}, not {}",
+                    run.root().display(),
+                    own.plugin_sha256,
+                    info.plugin_sha256
+                )));
+            }
+        } else {
+            run.write_config(&cfg)?;
+            run.write_run_info(&info)?;
+        }
+        let (lr, batch_size, done) = match &progress {
+            Some(p) => (p.lr, p.batch_size, p.epoch),
+            None => (setup.lr, setup.batch_size.max(1), 0),
+        };
         Ok(Self {
             cfg,
             models,
@@ -137,9 +168,15 @@ impl SftTrainer {
             demos,
             samples,
             epochs: setup.epochs,
-            lr: setup.lr,
-            batch_size: setup.batch_size.max(1),
+            lr,
+            batch_size,
+            done,
         })
+    }
+
+    /// Epochs completed so far.
+    pub fn epochs_done(&self) -> u32 {
+        self.done
     }
 
     /// The demonstrations, in order.
@@ -178,17 +215,22 @@ impl SftTrainer {
     /// [`TrainError`] from the update, validation, checkpoint or a reporter.
     pub fn train(&mut self, reporter: &mut dyn Reporter) -> Result<Vec<Metrics>, TrainError> {
         let mut ev = Emitter::new(reporter);
+        let resumed = self.done > 0;
         ev.emit(TrainEvent::Started {
-            start_iteration: 1,
-            first_logged: u32::from(!self.cfg.trainer.val_before_train),
+            start_iteration: self.done + 1,
+            first_logged: if resumed {
+                self.done + 1
+            } else {
+                u32::from(!self.cfg.trainer.val_before_train)
+            },
             total: self.epochs,
-            resumed: false,
+            resumed,
             trainable_params: self.models.policy.num_trainable(),
             batch: self.samples.len(),
         });
         ev.check()?;
         let mut all = Vec::new();
-        if self.cfg.trainer.val_before_train {
+        if self.cfg.trainer.val_before_train && !resumed {
             let mut m = self.demo_metrics();
             m.insert("sft/epoch".into(), 0.0);
             m.insert("sft/expert_logp".into(), self.expert_logp()?);
@@ -200,23 +242,26 @@ impl SftTrainer {
             ev.check()?;
             all.push(m);
         }
-        for epoch in 1..=self.epochs {
+        for epoch in self.done + 1..=self.epochs {
             let t0 = Instant::now();
             let mut m = self.epoch(epoch, &mut ev)?;
             m.insert("sft/epoch".into(), f64::from(epoch));
             m.insert("sft/expert_logp".into(), self.expert_logp()?);
             self.validate(epoch, &mut m, &mut ev)?;
-            self.checkpoint(epoch, &mut ev)?;
             m.insert("timing_s/step".into(), t0.elapsed().as_secs_f64());
+            // The metrics line goes first, as in `train`: a crash before the checkpoint is
+            // complete resumes from the previous epoch, which drops the line and writes it again.
             ev.emit(TrainEvent::Metrics {
                 iteration: epoch,
                 metrics: &m,
             });
             ev.check()?;
+            self.checkpoint(epoch, &mut ev)?;
+            self.done = epoch;
             all.push(m);
         }
         ev.emit(TrainEvent::Finished {
-            iteration: self.epochs,
+            iteration: self.done,
         });
         ev.check()?;
         Ok(all)
@@ -312,6 +357,11 @@ impl SftTrainer {
             iteration: 0,
             plugin_sha256: self.info.plugin_sha256.clone(),
             env_id: self.info.env_id.clone(),
+            sft: Some(SftProgress {
+                epoch,
+                lr: self.lr,
+                batch_size: self.batch_size,
+            }),
         };
         self.models.save(&self.run, &state)?;
         ev.emit(TrainEvent::CheckpointSaved {
@@ -321,6 +371,38 @@ impl SftTrainer {
         });
         Ok(ev.check()?)
     }
+}
+
+/// Where the SFT run in `run` stands, from its checkpoint: an error naming the run when it has
+/// no checkpoint or its checkpoint is not an SFT one (an RL iteration of `train --resume`).
+fn sft_progress(run: &RunDir) -> Result<SftProgress, TrainError> {
+    let ckpt = run.checkpoint_path();
+    pol::recover_interrupted(&ckpt)?;
+    let not_sft = |why: String| {
+        TrainError::Resume(format!(
+            "cannot continue {} with sft: {why}",
+            run.root().display()
+        ))
+    };
+    if !ckpt.join("trainer_state.json").exists() {
+        return Err(not_sft(
+            "it has no checkpoint (no epoch was completed)".into(),
+        ));
+    }
+    let state = run.read_trainer_state()?;
+    if state.iteration > 0 {
+        return Err(not_sft(format!(
+            "its checkpoint is RL iteration {} of `train`",
+            state.iteration
+        )));
+    }
+    state.sft.ok_or_else(|| {
+        not_sft(
+            "its checkpoint records no SFT epoch (not written by sft, or before sft recorded \
+             its epochs)"
+                .into(),
+        )
+    })
 }
 
 /// The mean log-prob of a trained token of `samples` under `model`, in micro-batches of `micro`.

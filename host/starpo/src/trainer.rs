@@ -263,6 +263,7 @@ impl Trainer {
             iteration: it,
             plugin_sha256: self.info.plugin_sha256.clone(),
             env_id: self.info.env_id.clone(),
+            sft: None,
         };
         self.models.save(&self.run, &state)?;
         ev.emit(TrainEvent::CheckpointSaved {

@@ -7,10 +7,12 @@
 //! `trajectories.jsonl`-shaped record per demonstration, readable by `--demonstrations` and
 //! `replay`), `sft_metrics.jsonl` (per epoch: `sft/loss`, `sft/expert_logp`, `val-env/*`),
 //! `sft_trajectories.jsonl` (validation samples), `config.toml`, `run.json`,
-//! `ragen-gym.lock` and the checkpoint; `ragen-gym train --resume DIR` continues it with RL.
+//! `ragen-gym.lock` and the checkpoint; `ragen-gym train --resume DIR` continues it with RL, and
+//! `ragen-gym sft --resume DIR --epochs N` with more epochs of SFT (or after a crash): the run's
+//! own config, demonstrations, learning rate and batch size, from its last completed epoch.
 
 use crate::ExpectedError;
-use crate::cmd::train::{default_run_dir, references, user_config};
+use crate::cmd::train::{default_run_dir, references, resumed_base, user_config};
 use crate::report::Reporters;
 use crate::report::jsonl::{EnvSource, JsonlReporter};
 use crate::report::progress::ProgressReporter;
@@ -20,6 +22,8 @@ use crate::shared::device::DeviceArgs;
 use crate::shared::plugins::write_lock;
 use crate::shared::run::RunEnvs;
 use crate::shared::sandbox::SandboxArgs;
+use anyhow::Context as _;
+use ragen_gym_starpo::Config;
 use ragen_gym_starpo::run_dir::read_trajectory_records;
 use ragen_gym_starpo::{Demonstrations, Metrics, RunDir, SftSetup, SftTrainer, Split, TrainError};
 use std::path::PathBuf;
@@ -27,9 +31,19 @@ use std::path::PathBuf;
 /// Arguments of `ragen-gym sft`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The env plugin (its expert makes the demonstrations).
-    #[arg(long = "env", value_name = "PLUGIN")]
-    pub env: String,
+    /// The env plugin (its expert makes the demonstrations). Optional with `--resume`.
+    #[arg(
+        long = "env",
+        value_name = "PLUGIN",
+        required_unless_present = "resume"
+    )]
+    pub env: Option<String>,
+    /// Continue the SFT run in DIR from its last completed epoch up to `--epochs` in all (its
+    /// own config, demonstrations, learning rate and batch size).
+    #[arg(long, value_name = "DIR", conflicts_with_all = [
+        "demonstrations", "model", "config", "set", "run_dir", "lr", "batch_size", "no_cpu_profile"
+    ])]
+    pub resume: Option<PathBuf>,
     /// Expert episodes to collect (seeds `seed.train + i`).
     #[arg(long, default_value_t = 256, conflicts_with = "demonstrations")]
     pub episodes: usize,
@@ -81,11 +95,24 @@ fn read_demonstrations(path: &std::path::Path) -> anyhow::Result<Demonstrations>
     ))
 }
 
-/// Run the subcommand.
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let device = args.device.open()?;
-    let builder =
-        base_config(&args.env, &device, args.no_cpu_profile).map_err(ExpectedError::config)?;
+/// The run's config, env plugin, run directory and demonstrations: a new run's from the
+/// arguments, or with `--resume DIR` the run's own (`config.toml`, `run.json`,
+/// `demonstrations.jsonl`).
+fn run_base(
+    args: &Args,
+    device: &ragen_gym_policy::Device,
+) -> anyhow::Result<(Config, String, PathBuf, Demonstrations)> {
+    if let Some(dir) = &args.resume {
+        let (builder, env) = resumed_base(dir, args.env.as_deref())?;
+        let config = user_config(builder, None, &[], None, None).map_err(ExpectedError::config)?;
+        let demos = read_demonstrations(&dir.join("demonstrations.jsonl"))?;
+        return Ok((config, env, dir.clone(), demos));
+    }
+    let env = args
+        .env
+        .clone()
+        .context("--env PLUGIN is required (or --resume DIR)")?;
+    let builder = base_config(&env, device, args.no_cpu_profile).map_err(ExpectedError::config)?;
     let config = user_config(
         builder,
         args.config.as_deref(),
@@ -98,31 +125,41 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(path) => read_demonstrations(path)?,
         None => Demonstrations::Collect(args.episodes),
     };
-    let envs = RunEnvs::load(&args.sandbox, &config, &args.env, 0)?;
+    let run_dir = args
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| default_run_dir(&format!("{env}-sft")));
+    Ok((config, env, run_dir, demonstrations))
+}
+
+/// Run the subcommand.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let device = args.device.open()?;
+    let (config, env, run_dir, demonstrations) = run_base(&args, &device)?;
+    let envs = RunEnvs::load(&args.sandbox, &config, &env, 0)?;
     let env_source = EnvSource {
         plugin: envs.lock.reference.clone(),
         plugin_sha256: envs.sha256(),
         env_config: config.env.config.clone(),
     };
-    let run_dir = args
-        .run_dir
-        .clone()
-        .unwrap_or_else(|| default_run_dir(&format!("{}-sft", args.env)));
     let summary = SummaryReporter::new(config.val_batch_size(), references(&envs, &config)?);
     let mut sft = SftTrainer::new(SftSetup {
         make_env: envs.factory(&config),
         plugin_sha256: envs.sha256(),
         lr: args.lr.unwrap_or(config.actor.actor_lr),
         config,
-        env_source: args.env.clone(),
+        env_source: env,
         run_dir,
         device,
         demonstrations,
         epochs: args.epochs,
         batch_size: args.batch_size,
+        resume: args.resume.is_some(),
     })
     .map_err(|e| match e {
-        e @ (TrainError::Config(_) | TrainError::Constraint(_)) => ExpectedError::config(e),
+        e @ (TrainError::Config(_) | TrainError::Constraint(_) | TrainError::Resume(_)) => {
+            ExpectedError::config(e)
+        }
         e => ExpectedError::training("sft setup", e),
     })?;
     eprintln!("run directory: {}", sft.run_dir().display());
@@ -133,15 +170,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         run.root().join("sft_trajectories.jsonl"),
     );
     let jsonl = JsonlReporter::with_files(RunDir::open(run.root())?, env_source, 64, files);
-    write_demonstrations(&run, &jsonl, sft.demonstrations())?;
+    if args.resume.is_none() {
+        write_demonstrations(&run, &jsonl, sft.demonstrations())?;
+    }
     let mut reporters = Reporters(vec![
         Box::new(ProgressReporter::new()),
         Box::new(jsonl),
         Box::new(summary),
     ]);
-    let epochs = sft
-        .train(&mut reporters)
+    sft.train(&mut reporters)
         .map_err(|e| ExpectedError::training("sft", e))?;
+    // Every epoch of the run, those of earlier processes included (`--resume`).
+    let epochs: Vec<Metrics> = ragen_gym_starpo::run_dir::read_jsonl(&run.sft_metrics_path())?
+        .iter()
+        .map(numbers)
+        .collect();
     print_summary(&epochs);
     eprintln!(
         "continue with RL: ragen-gym train --resume {}",
@@ -162,6 +205,15 @@ fn write_demonstrations(
     }
     w.sync()?;
     Ok(())
+}
+
+/// The numeric fields of a metrics line.
+fn numbers(line: &serde_json::Value) -> Metrics {
+    line.as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+        .collect()
 }
 
 /// One line per epoch: loss, the expert's mean token log-prob, validation success and the

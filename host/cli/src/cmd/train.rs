@@ -99,16 +99,26 @@ pub(crate) fn default_run_dir(env: &str) -> PathBuf {
     PathBuf::from("runs").join(format!("{}-{t}", env_name(env)))
 }
 
+/// The config layers of the run in `dir` (its own `config.toml`) and its env plugin: `env` when
+/// given, else the one its `run.json` names (`train --resume`, `sft --resume`).
+pub(crate) fn resumed_base(
+    dir: &std::path::Path,
+    env: Option<&str>,
+) -> anyhow::Result<(ConfigBuilder, String)> {
+    let run = RunDir::open(dir)?;
+    let env = match env {
+        Some(e) => e.to_string(),
+        None => run.read_run_info()?.env_source,
+    };
+    let builder = run.resume_config().map_err(ExpectedError::config)?;
+    Ok((builder, env))
+}
+
 /// The run's config layers below the user's (the run's own `config.toml` with `--resume`), the
 /// env plugin and the run directory.
 fn run_base(args: &Args, device: &Device) -> anyhow::Result<(ConfigBuilder, String, PathBuf)> {
     if let Some(dir) = &args.resume {
-        let run = RunDir::open(dir)?;
-        let env = match &args.env {
-            Some(e) => e.clone(),
-            None => run.read_run_info()?.env_source,
-        };
-        let builder = run.resume_config().map_err(ExpectedError::config)?;
+        let (builder, env) = resumed_base(dir, args.env.as_deref())?;
         return Ok((builder, env, dir.clone()));
     }
     let env = args
