@@ -36,6 +36,9 @@ pub struct SummaryReporter {
     last: Option<(String, ValPoint)>,
     /// `val-env/{tag}/expert_agreement` at the first and the last validation that had it.
     agreement: Option<(f64, f64)>,
+    /// This process continues a run (`--resume`): its earlier validations are in the run's
+    /// metrics file, not here.
+    resumed: bool,
 }
 
 impl SummaryReporter {
@@ -87,22 +90,27 @@ fn agreement_line(first: f64, last: f64) -> String {
 }
 
 /// The summary's lines: before, after, the change in standard errors of the difference
-/// (`sqrt(se_before^2 + se_after^2)`) and the reference policies' rates.
+/// (`sqrt(se_before^2 + se_after^2)`) and the reference policies' rates. `resumed`: the process
+/// continued a run, so a single validation is the only one since it resumed.
 pub fn summary_lines(
     metric: &str,
     episodes: usize,
-    first: ValPoint,
-    last: ValPoint,
+    (first, last): (ValPoint, ValPoint),
     references: &[Reference],
+    resumed: bool,
 ) -> Vec<String> {
     let mut lines = vec![format!(
         "validation success ({metric}, {episodes} episodes, ± one standard error):"
     )];
     if first.iteration == last.iteration {
-        // one validation (`trainer.val_before_train = false`): there is no before to compare
+        // one validation: there is no before to compare
+        let why = if resumed {
+            "the only validation since this run resumed; the earlier ones are in its metrics file"
+        } else {
+            "no validation before training: trainer.val_before_train = false"
+        };
         lines.push(format!(
-            "  after:  {:.3} ± {:.3} (iteration {}; no validation before training: \
-             trainer.val_before_train = false)",
+            "  after:  {:.3} ± {:.3} (iteration {}; {why})",
             last.success, last.stderr, last.iteration
         ));
     } else {
@@ -139,6 +147,7 @@ pub fn summary_lines(
 impl Reporter for SummaryReporter {
     fn report(&mut self, event: &TrainEvent<'_>) -> Result<(), ReportError> {
         match *event {
+            TrainEvent::Started { resumed, .. } => self.resumed = resumed,
             TrainEvent::Metrics { iteration, metrics } => {
                 if let Some(p) = val_point(iteration, metrics) {
                     if self.first.is_none() {
@@ -153,9 +162,13 @@ impl Reporter for SummaryReporter {
             }
             TrainEvent::Finished { .. } => {
                 if let (Some((metric, first)), Some((_, last))) = (&self.first, &self.last) {
-                    for line in
-                        summary_lines(metric, self.episodes, *first, *last, &self.references)
-                    {
+                    for line in summary_lines(
+                        metric,
+                        self.episodes,
+                        (*first, *last),
+                        &self.references,
+                        self.resumed,
+                    ) {
                         println!("{line}");
                     }
                     if let Some((first, last)) = self.agreement {
@@ -220,7 +233,7 @@ mod tests {
                 episodes: 256,
             },
         ];
-        let lines = summary_lines("val-env/X/success", 256, first, last, &references);
+        let lines = summary_lines("val-env/X/success", 256, (first, last), &references, false);
         assert_eq!(
             lines,
             vec![
@@ -256,13 +269,20 @@ mod tests {
             success: 0.199,
             stderr: 0.025,
         };
-        let lines = summary_lines("val-env/FrozenLake/success", 256, p, p, &[]);
+        let lines = summary_lines("val-env/FrozenLake/success", 256, (p, p), &[], false);
         assert_eq!(
             lines,
             vec![
                 "validation success (val-env/FrozenLake/success, 256 episodes, ± one standard error):",
                 "  after:  0.199 ± 0.025 (iteration 10; no validation before training: trainer.val_before_train = false)",
             ]
+        );
+        // A resumed run's single validation is the first since it resumed, whatever the key says.
+        let lines = summary_lines("val-env/FrozenLake/success", 256, (p, p), &[], true);
+        assert_eq!(
+            lines[1],
+            "  after:  0.199 ± 0.025 (iteration 10; the only validation since this run resumed; \
+             the earlier ones are in its metrics file)"
         );
     }
 }
