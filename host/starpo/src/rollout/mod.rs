@@ -453,12 +453,11 @@ mod tests {
         }
     }
 
+    /// A step's action and the expert's advice before it.
+    type StepAdvice = (String, Option<Vec<String>>);
+
     /// The steps' `(action, expert advice)` of one rollout of `answer` on `env`.
-    fn advised_steps(
-        env: Box<dyn Env>,
-        ask: bool,
-        answer: &str,
-    ) -> (Vec<(String, Option<Vec<String>>)>, Trajectory) {
+    fn advised_steps(env: Box<dyn Env>, ask: bool, answer: &str) -> (Vec<StepAdvice>, Trajectory) {
         let mut pool = EnvPool::new(vec![env]);
         let mut g = ScriptedGenerator::fixed(answer);
         let p = RolloutParams {
@@ -495,7 +494,7 @@ mod tests {
             steps,
             vec![("Inc".into(), inc.clone()), ("Stop".into(), inc)]
         );
-        let m = crate::metrics::rollout_metrics("val-env", &[t.clone()], 0);
+        let m = crate::metrics::rollout_metrics("val-env", std::slice::from_ref(&t), 0);
         assert_eq!(m["val-env/Counter/expert_agreement"], 0.5);
         // Not wanted, an env without an expert, an expert that fails: no advice, and the same
         // trajectory otherwise (the advice does not change the rollout).
