@@ -608,7 +608,8 @@ fn sft_on_expert_demonstrations_raises_the_experts_log_prob_and_success() {
 /// (`actor.max_tokens_per_pass`): with budget 0 each of a step's 4 micro-batches is its own pass,
 /// with a large budget the 4 share one; both epochs give the same loss, gradient norm (before
 /// clipping, so a wrong count of micro-batches in the loss weight would show) and expert
-/// log-prob after the step, within 1e-5 (shared-prefix training equals the per-sequence path
+/// log-prob before and after the step (which `sft/expert_logp` also computes in such passes, over
+/// all 8 demonstrations), within 1e-5 (shared-prefix training equals the per-sequence path
 /// within 1e-5 on the tiny models, `docs/benchmarks.md`).
 #[test]
 fn sft_passes_share_prefixes_without_changing_the_step() {
@@ -651,6 +652,10 @@ fn sft_passes_share_prefixes_without_changing_the_step() {
     for (a, b) in per_micro.1.iter().zip(&shared.1) {
         assert!((a - b).abs() < 1e-5, "{per_micro:?} vs {shared:?}");
     }
+    assert!(
+        (per_micro.2 - shared.2).abs() < 1e-5,
+        "expert log-prob before the step: {per_micro:?} vs {shared:?}"
+    );
     // The steps moved the model: the comparison is not between two unchanged models.
     assert!((per_micro.1[2] - per_micro.2).abs() > 1e-3, "{per_micro:?}");
 }

@@ -24,14 +24,13 @@ pub mod samples;
 
 use crate::action_constraint::action_constraint;
 use crate::batch::TrainSample;
-use crate::batch::tensors::token_batch;
 use crate::config::Config;
 use crate::error::TrainError;
 use crate::events::{Emitter, Phase, Reporter, TrainEvent};
 use crate::losses::masked_mean;
 use crate::metrics::Metrics;
 use crate::models::Models;
-use crate::passes::{PassBatch, step_passes};
+use crate::passes::{PassBatch, plan, step_passes};
 use crate::policy_adapter::PrefixSharing;
 use crate::rollout::{EnvFactory, EnvPool, RolloutParams, answer_joiner, expert_rollout};
 use crate::run_dir::{RunDir, RunInfo, SftProgress, TrainerState};
@@ -203,9 +202,17 @@ impl SftTrainer {
         Ok(mean_logp(
             &self.models.policy.sampler(),
             &self.samples,
-            self.cfg.actor.micro_batch_size.max(1),
+            &self.cfg.actor,
             self.models.pad_id(),
         )?)
+    }
+
+    /// [`Self::expert_logp`] as `sft/expert_logp`, and its wall time as `timing_s/expert_logp`.
+    fn insert_expert_logp(&self, m: &mut Metrics) -> Result<(), TrainError> {
+        let t0 = Instant::now();
+        m.insert("sft/expert_logp".into(), self.expert_logp()?);
+        m.insert("timing_s/expert_logp".into(), t0.elapsed().as_secs_f64());
+        Ok(())
     }
 
     /// Run every epoch; returns each epoch's metrics (epoch 0: before training, when
@@ -233,7 +240,7 @@ impl SftTrainer {
         if self.cfg.trainer.val_before_train && !resumed {
             let mut m = self.demo_metrics();
             m.insert("sft/epoch".into(), 0.0);
-            m.insert("sft/expert_logp".into(), self.expert_logp()?);
+            self.insert_expert_logp(&mut m)?;
             self.validate(0, &mut m, &mut ev)?;
             ev.emit(TrainEvent::Metrics {
                 iteration: 0,
@@ -246,7 +253,7 @@ impl SftTrainer {
             let t0 = Instant::now();
             let mut m = self.epoch(epoch, &mut ev)?;
             m.insert("sft/epoch".into(), f64::from(epoch));
-            m.insert("sft/expert_logp".into(), self.expert_logp()?);
+            self.insert_expert_logp(&mut m)?;
             self.validate(epoch, &mut m, &mut ev)?;
             m.insert("timing_s/step".into(), t0.elapsed().as_secs_f64());
             // The metrics line goes first, as in `train`: a crash before the checkpoint is
@@ -405,17 +412,27 @@ fn sft_progress(run: &RunDir) -> Result<SftProgress, TrainError> {
     })
 }
 
-/// The mean log-prob of a trained token of `samples` under `model`, in micro-batches of `micro`.
+/// The mean log-probability of a trained token of `samples` under `model`, in the passes of an
+/// epoch ([`crate::passes::plan`]: micro-batches of `actor.micro_batch_size` packed while their
+/// distinct tokens fit `actor.max_tokens_per_pass`), so the instruction every demonstration starts
+/// with is computed once per pass rather than once per demonstration.
 fn mean_logp(
     model: &pol::LlamaModel,
     samples: &[TrainSample],
-    micro: usize,
+    actor: &crate::config::ActorConfig,
     pad: u32,
 ) -> pol::Result<f64> {
     let (mut sum, mut n) = (0.0f64, 0.0f64);
-    for chunk in samples.chunks(micro) {
-        let refs: Vec<&TrainSample> = chunk.iter().collect();
-        let sc = pol::score(model, &token_batch(&refs, pad)?)?;
+    let all: Vec<usize> = (0..samples.len()).collect();
+    let device = model.device().clone();
+    for pass in plan(
+        samples,
+        &all,
+        actor.micro_batch_size.max(1),
+        actor.max_tokens_per_pass,
+    ) {
+        let b = PassBatch::new(samples, &pass, pad, &device)?;
+        let sc = pol::score(model, &b.batch)?;
         sum += f64::from((&sc.logprobs * &sc.mask)?.sum_all()?.to_scalar::<f32>()?);
         n += f64::from(sc.mask.sum_all()?.to_scalar::<f32>()?);
     }
