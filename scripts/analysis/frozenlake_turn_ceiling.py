@@ -1,0 +1,91 @@
+"""The best success probability on slippery FrozenLake for an agent that sees the board only at the
+start of each turn: within a turn it commits to a sequence of up to `per_turn` actions (open loop),
+across turns it replans from what it sees (closed loop), with at most 10 actions in all (RAGEN's
+budget). `turns x 1` is the fully closed-loop optimum, the value iteration of the plugin's expert
+(`plugins/frozen-lake/src/expert.rs`).
+
+Dynamics as the plugin (`plugins/frozen-lake/src/env.rs`, after gymnasium's FrozenLake): a move
+goes the intended way with probability 1/3 and to each perpendicular side with 1/3; a move off the
+board stays; holes and the goal end the episode.
+
+Usage (needs numpy): python3 scripts/analysis/frozenlake_turn_ceiling.py RUN/demonstrations.jsonl
+(any `trajectories.jsonl`-shaped file of FrozenLake episodes with `grid` or `grid_coord`
+observations; each record's first observation gives its map).
+"""
+import json
+import sys
+
+import numpy as np
+
+MOVES = [(0, -1), (1, 0), (0, 1), (-1, 0)]  # Left, Down, Right, Up (gymnasium's action order)
+BUDGET = 10
+
+
+def maps(path):
+    for line in open(path):
+        record = json.loads(line)
+        observation = record["turns"][0]["observation"]
+        yield record["seed"], observation.split("Grid:\n")[1].strip().split("\n")
+
+
+def transitions(grid, p_intended=1 / 3):
+    """T[a, s, s'] over the cells plus two absorbing states, WIN and FAIL; the start cell."""
+    rows, cols = len(grid), len(grid[0])
+    win, fail = rows * cols, rows * cols + 1
+    t = np.zeros((4, rows * cols + 2, rows * cols + 2))
+    t[:, win, win] = t[:, fail, fail] = 1
+    start = None
+    for r in range(rows):
+        for c in range(cols):
+            s = r * cols + c
+            start = s if grid[r][c] == "P" else start
+            for a in range(4):
+                sides = ((a, p_intended), ((a - 1) % 4, (1 - p_intended) / 2),
+                         ((a + 1) % 4, (1 - p_intended) / 2))
+                for b, p in sides:
+                    rr, cc = r + MOVES[b][0], c + MOVES[b][1]
+                    if not (0 <= rr < rows and 0 <= cc < cols):
+                        rr, cc = r, c
+                    cell = grid[rr][cc]
+                    t[a, s, win if cell == "G" else fail if cell == "O" else rr * cols + cc] += p
+    return t, start, win
+
+
+def turn_ceiling(t, start, win, turns, per_turn):
+    """max over turn plans of P(goal), by backward induction over turns and actions left."""
+    products, lengths, layer = [], [], [np.eye(t.shape[1])]
+    for n in range(1, per_turn + 1):
+        layer = [m @ t[a] for m in layer for a in range(4)]
+        products += layer
+        lengths += [n] * len(layer)
+    products, lengths = np.stack(products), np.array(lengths)
+    value = np.zeros((BUDGET + 1, t.shape[1]))
+    value[:, win] = 1
+    for _ in range(turns):
+        new = value.copy()
+        for left in range(1, BUDGET + 1):
+            ok = lengths <= left
+            after = np.einsum("kij,kj->ki", products[ok], value[left - lengths[ok]])
+            new[left] = np.maximum(new[left], after.max(axis=0))
+        value = new
+    return value[BUDGET, start]
+
+
+def main(path):
+    layouts = [(10, 1), (5, 2), (2, 5), (1, 5)]
+    rates = {layout: [] for layout in layouts}
+    seeds = []
+    for seed, grid in maps(path):
+        seeds.append(seed)
+        t, start, win = transitions(grid)
+        for turns, per_turn in layouts:
+            rates[(turns, per_turn)].append(turn_ceiling(t, start, win, turns, per_turn))
+    print(f"{len(seeds)} maps (seeds {min(seeds)}..{max(seeds)}), at most {BUDGET} actions")
+    for (turns, per_turn), r in rates.items():
+        r = np.array(r)
+        print(f"{turns} turns x {per_turn} actions: {r.mean():.3f} "
+              f"(s.e. over maps {r.std(ddof=1) / np.sqrt(len(r)):.3f})")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
