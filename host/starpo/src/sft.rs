@@ -30,7 +30,7 @@ use crate::events::{Emitter, Phase, Reporter, TrainEvent};
 use crate::losses::masked_mean;
 use crate::metrics::Metrics;
 use crate::models::Models;
-use crate::passes::{PassBatch, plan, step_passes};
+use crate::passes::{PassBatch, step_passes};
 use crate::policy_adapter::PrefixSharing;
 use crate::rollout::{EnvFactory, EnvPool, RolloutParams, answer_joiner, expert_rollout};
 use crate::run_dir::{RunDir, RunInfo, SftProgress, TrainerState};
@@ -412,8 +412,8 @@ fn sft_progress(run: &RunDir) -> Result<SftProgress, TrainError> {
     })
 }
 
-/// The mean log-probability of a trained token of `samples` under `model`, in the passes of an
-/// epoch ([`crate::passes::plan`]: micro-batches of `actor.micro_batch_size` packed while their
+/// The mean log-probability of a trained token of `samples` under `model`, in the passes an
+/// optimiser step over all of them would take ([`step_passes`]: micro-batches packed while their
 /// distinct tokens fit `actor.max_tokens_per_pass`), so the instruction every demonstration starts
 /// with is computed once per pass rather than once per demonstration.
 fn mean_logp(
@@ -425,12 +425,8 @@ fn mean_logp(
     let (mut sum, mut n) = (0.0f64, 0.0f64);
     let all: Vec<usize> = (0..samples.len()).collect();
     let device = model.device().clone();
-    for pass in plan(
-        samples,
-        &all,
-        actor.micro_batch_size.max(1),
-        actor.max_tokens_per_pass,
-    ) {
+    let (passes, _) = step_passes(actor, samples, &all);
+    for pass in passes {
         let b = PassBatch::new(samples, &pass, pad, &device)?;
         let sc = pol::score(model, &b.batch)?;
         sum += f64::from((&sc.logprobs * &sc.mask)?.sum_all()?.to_scalar::<f32>()?);

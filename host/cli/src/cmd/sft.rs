@@ -16,7 +16,7 @@ use crate::cmd::train::{default_run_dir, references, resumed_base, user_config};
 use crate::report::Reporters;
 use crate::report::jsonl::{EnvSource, JsonlReporter};
 use crate::report::progress::ProgressReporter;
-use crate::report::summary::SummaryReporter;
+use crate::report::summary::{SummaryReporter, val_metric};
 use crate::shared::config::base_config;
 use crate::shared::device::DeviceArgs;
 use crate::shared::plugins::write_lock;
@@ -223,9 +223,7 @@ fn print_summary(epochs: &[Metrics]) {
     for m in epochs {
         let get = |k: &str| m.get(k).map_or("-".to_string(), |v| format!("{v:.4}"));
         let val = |suffix: &str| {
-            m.iter()
-                .find(|(k, _)| k.starts_with("val-env/") && k.ends_with(suffix))
-                .map_or("-".to_string(), |(_, v)| format!("{v:.4}"))
+            val_metric(m, suffix).map_or("-".to_string(), |(_, v)| format!("{v:.4}"))
         };
         let epoch = m.get("sft/epoch").copied().unwrap_or(0.0);
         println!(

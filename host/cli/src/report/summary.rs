@@ -56,9 +56,7 @@ impl SummaryReporter {
 /// The validation success in `metrics` (`val-env/{tag}/success` and its `success_stderr`) with
 /// its metric name, if this iteration validated.
 pub fn val_point(iteration: u32, metrics: &Metrics) -> Option<(String, ValPoint)> {
-    let (name, success) = metrics
-        .iter()
-        .find(|(k, _)| k.starts_with("val-env/") && k.ends_with("/success"))?;
+    let (name, success) = val_metric(metrics, "/success")?;
     let stderr = metrics
         .get(&format!("{name}_stderr"))
         .copied()
@@ -73,13 +71,18 @@ pub fn val_point(iteration: u32, metrics: &Metrics) -> Option<(String, ValPoint)
     ))
 }
 
+/// The validation metric `val-env/{tag}{suffix}` in `metrics` (whatever the env's tag) with its
+/// name, if this iteration validated and reported it.
+pub(crate) fn val_metric<'m>(metrics: &'m Metrics, suffix: &str) -> Option<(&'m String, &'m f64)> {
+    metrics
+        .iter()
+        .find(|(k, _)| k.starts_with("val-env/") && k.ends_with(suffix))
+}
+
 /// `val-env/{tag}/expert_agreement` in `metrics`, if this iteration validated on an env with an
 /// expert.
 fn val_agreement(metrics: &Metrics) -> Option<f64> {
-    metrics
-        .iter()
-        .find(|(k, _)| k.starts_with("val-env/") && k.ends_with("/expert_agreement"))
-        .map(|(_, v)| *v)
+    val_metric(metrics, "/expert_agreement").map(|(_, v)| *v)
 }
 
 /// The closing line on the expert: the share of validation steps it would also have taken.
