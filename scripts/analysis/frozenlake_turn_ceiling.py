@@ -81,7 +81,8 @@ def turn_ceiling(t, start, win, turns, per_turn):
 
 def expert_tables(t, win):
     """pi[k, s]: the expert's action with k actions left (value iteration over the budget; ties
-    to the better value with fewer actions left, then gymnasium's action order)."""
+    to the better value with fewer actions left, then gymnasium's action order, as `optimal` in
+    `plugins/frozen-lake/src/expert.rs`)."""
     n = t.shape[1]
     value = np.zeros((BUDGET + 1, n))
     value[:, win] = 1
@@ -134,10 +135,9 @@ def greedy_decoded(dist):
         prefix += (max(ext, key=ext.get),)
 
 
-def imitator(t, start, win, turns, per_turn, greedy):
-    """P(goal) of the imitator described in the module's docstring."""
+def imitator(t, pi, start, win, turns, per_turn, greedy):
+    """P(goal) of the imitator described in the module's docstring; `pi` from `expert_tables`."""
     n = t.shape[1]
-    pi = expert_tables(t, win)
     value = np.zeros((BUDGET + 1, n))
     value[:, win] = 1
     for _ in range(turns):
@@ -158,6 +158,11 @@ def imitator(t, start, win, turns, per_turn, greedy):
     return value[BUDGET, start]
 
 
+def mean_and_se(rates):
+    r = np.array(rates)
+    return f"{r.mean():.3f} (s.e. over maps {r.std(ddof=1) / np.sqrt(len(r)):.3f})"
+
+
 def main(path):
     layouts = [(10, 1), (5, 2), (2, 5), (1, 5)]
     rates = {layout: [] for layout in layouts}
@@ -168,18 +173,15 @@ def main(path):
         t, start, win = transitions(grid)
         for turns, per_turn in layouts:
             rates[(turns, per_turn)].append(turn_ceiling(t, start, win, turns, per_turn))
+        pi = expert_tables(t, win)
         for (layout, greedy), r in imitated.items():
-            r.append(imitator(t, start, win, *layout, greedy))
+            r.append(imitator(t, pi, start, win, *layout, greedy))
     print(f"{len(seeds)} maps (seeds {min(seeds)}..{max(seeds)}), at most {BUDGET} actions")
     for (turns, per_turn), r in rates.items():
-        r = np.array(r)
-        print(f"{turns} turns x {per_turn} actions: {r.mean():.3f} "
-              f"(s.e. over maps {r.std(ddof=1) / np.sqrt(len(r)):.3f})")
+        print(f"{turns} turns x {per_turn} actions: {mean_and_se(r)}")
     for ((turns, per_turn), greedy), r in imitated.items():
-        r = np.array(r)
         print(f"imitating the demonstrations, {turns} turns x {per_turn} actions, "
-              f"{'greedy' if greedy else 'sample'}: {r.mean():.3f} "
-              f"(s.e. over maps {r.std(ddof=1) / np.sqrt(len(r)):.3f})")
+              f"{'greedy' if greedy else 'sample'}: {mean_and_se(r)}")
 
 
 if __name__ == "__main__":
