@@ -59,6 +59,12 @@ pub struct FrozenLakeConfig {
     /// `"optimal"` (the default) or `"greedy"`: the policy of the env's expert. Changes nothing
     /// else.
     pub expert: ExpertKind,
+    /// 0, the default: the optimal expert sees every state (closed loop). `k` in 1..=5: it
+    /// plans for a model that sees the board only when a turn of `k` moves begins, turns counted
+    /// from the episode's start (`crate::turn_plan`); set it to the rollout's
+    /// `max_actions_per_turn` so that demonstrations (`ragen-gym sft`) hold only what a model
+    /// could choose from its observation. Needs `"expert": "optimal"`.
+    pub expert_moves_per_turn: u32,
 }
 
 impl Default for FrozenLakeConfig {
@@ -72,6 +78,7 @@ impl Default for FrozenLakeConfig {
             answer_example: true,
             max_steps: 0,
             expert: ExpertKind::Optimal,
+            expert_moves_per_turn: 0,
         }
     }
 }
@@ -119,6 +126,9 @@ mod tests {
         assert!(err(r#"{"observation_format":"coord"}"#).contains("observation_format"));
         assert!(err(r#"{"max_steps":-1}"#).contains("max_steps"));
         assert!(err(r#"{"expert":"random"}"#).contains("expert"));
+        assert!(err(r#"{"expert_moves_per_turn":6}"#).contains("expert_moves_per_turn"));
+        let greedy = err(r#"{"expert":"greedy","expert_moves_per_turn":2}"#);
+        assert!(greedy.contains("expert_moves_per_turn") && greedy.contains("optimal"));
         assert!(err("not json").contains("JSON"));
     }
 }

@@ -20,6 +20,7 @@ use crate::config::{ExpertKind, FrozenLakeConfig, ObservationFormat};
 use crate::expert;
 use crate::map::{Cell, LakeMap, MAX_MAP_ATTEMPTS};
 use crate::observation::observe;
+use crate::turn_plan::{TurnPlan, plan_value, turn_plan};
 
 /// Action names in RAGEN's order (`action_lookup` 1..=4 = gymnasium LEFT, DOWN, RIGHT, UP).
 pub const ACTION_NAMES: [&str; 4] = ["Left", "Down", "Right", "Up"];
@@ -68,6 +69,10 @@ struct Episode {
     rng: ChaCha8Rng,
     steps: u32,
     done: bool,
+    /// The player's cell when the current turn began (`expert_moves_per_turn` > 0).
+    turn_start: usize,
+    /// The expert's plan for the turn that began at this step, once asked.
+    plan: Option<(u32, TurnPlan)>,
 }
 
 impl FrozenLake {
@@ -131,6 +136,22 @@ impl Environment for FrozenLake {
                 format!("{} is outside [0, 1]", config.success_rate),
             );
         }
+        let k = config.expert_moves_per_turn;
+        if k > crate::turn_plan::MAX_MOVES_PER_TURN {
+            return bad(
+                "expert_moves_per_turn",
+                format!(
+                    "{k} is outside 0..={}",
+                    crate::turn_plan::MAX_MOVES_PER_TURN
+                ),
+            );
+        }
+        if k > 0 && config.expert != ExpertKind::Optimal {
+            return bad(
+                "expert_moves_per_turn",
+                "turns are planned by the optimal expert only (`\"expert\": \"optimal\"`)".into(),
+            );
+        }
         Ok(())
     }
 
@@ -164,6 +185,8 @@ impl Environment for FrozenLake {
             rng,
             steps: 0,
             done: false,
+            turn_start: player,
+            plan: None,
         });
         Ok(ResetResult {
             observation,
@@ -207,6 +230,10 @@ impl Environment for FrozenLake {
         let success = cell == Cell::Goal;
         let terminated = cell != Cell::Frozen;
         episode.steps += 1;
+        let k = self.config.expert_moves_per_turn;
+        if k > 0 && episode.steps % k == 0 {
+            episode.turn_start = episode.player;
+        }
         let max_steps = self.config.max_steps;
         let truncated = !terminated && max_steps > 0 && episode.steps >= max_steps;
         episode.done = terminated || truncated;
@@ -229,6 +256,15 @@ impl Environment for FrozenLake {
 
     fn expert_info(config: &FrozenLakeConfig) -> Option<ExpertInfo> {
         Some(match config.expert {
+            ExpertKind::Optimal if config.expert_moves_per_turn > 0 => ExpertInfo {
+                description: format!(
+                    "the next move of a plan of {} moves made when the turn began, maximising \
+                     the probability of reaching the goal for an agent that sees the board only \
+                     then (backward induction over turns of the slip model)",
+                    config.expert_moves_per_turn
+                ),
+                optimal: true,
+            },
             ExpertKind::Optimal => ExpertInfo {
                 description: "an action maximising the probability of reaching the goal in the \
                               steps left (value iteration over the slip model)"
@@ -260,12 +296,15 @@ fn step_budget(config: &FrozenLakeConfig) -> u32 {
 impl FrozenLake {
     /// The expert of `config` (`expert` key) from the current state: its actions and the
     /// probability that following it reaches the goal within the steps left.
-    fn advise(&self) -> Result<Advice, EnvError> {
-        let episode = match &self.episode {
+    fn advise(&mut self) -> Result<Advice, EnvError> {
+        let c = &self.config;
+        let episode = match &mut self.episode {
             Some(e) if !e.done => e,
             _ => return Err(EnvError::NotReady("no episode running; call reset".into())),
         };
-        let c = &self.config;
+        if c.expert_moves_per_turn > 0 {
+            return Ok(advise_turn(c, episode));
+        }
         let left = step_budget(c).saturating_sub(episode.steps);
         let choose = match c.expert {
             ExpertKind::Optimal => expert::optimal,
@@ -289,6 +328,51 @@ impl FrozenLake {
     }
 }
 
+/// The turn-planning expert (`expert_moves_per_turn` = `k` > 0): the next move of the plan
+/// made when the current turn began (`crate::turn_plan`), whatever slips happened since, and
+/// the probability that finishing the turn so and planning later turns alike reaches the goal.
+/// With no planned move left (no step left), all four directions are listed, worth 0.
+fn advise_turn(c: &FrozenLakeConfig, episode: &mut Episode) -> Advice {
+    let k = c.expert_moves_per_turn;
+    let budget = step_budget(c);
+    let began = episode.steps - episode.steps % k;
+    if episode.plan.as_ref().is_none_or(|(at, _)| *at != began) {
+        let plan = turn_plan(
+            &episode.map,
+            episode.turn_start,
+            budget.saturating_sub(began),
+            k,
+            c.is_slippery,
+            c.success_rate,
+        );
+        episode.plan = Some((began, plan));
+    }
+    let (_, plan) = episode.plan.as_ref().expect("planned above");
+    let rest = plan
+        .actions
+        .get((episode.steps - began) as usize..)
+        .unwrap_or_default();
+    let Some(&next) = rest.first() else {
+        return Advice {
+            actions: ACTION_NAMES.iter().map(|n| n.to_string()).collect(),
+            success_probability: Some(0.0),
+        };
+    };
+    let p = plan_value(
+        &episode.map,
+        episode.player,
+        budget.saturating_sub(episode.steps),
+        rest,
+        k,
+        c.is_slippery,
+        c.success_rate,
+    );
+    Advice {
+        actions: vec![ACTION_NAMES[next].to_string()],
+        success_probability: Some(p),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,8 +392,64 @@ mod tests {
             rng,
             steps: 0,
             done: false,
+            turn_start: start,
+            plan: None,
         });
         env
+    }
+
+    #[test]
+    fn the_turn_expert_keeps_its_plan_through_slips() {
+        // Player on 14, goal 15 to its right, two steps in one turn of two moves: the plan is
+        // Down, Down, worth 4/9 (`turn_plan::tests`, by hand). After the first move, wherever
+        // it slipped, the advice is the plan's second move, worth 1/3 from 14 (a second Down
+        // slips right onto the goal) and 0 from 13; seeds reach both cells.
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..40 {
+            let mut env = env_on("FFFF FFFF FFFF FFFG", 14, true);
+            env.config.max_steps = 2;
+            env.config.expert_moves_per_turn = 2;
+            env.episode.as_mut().unwrap().rng = ChaCha8Rng::seed_from_u64(seed);
+            let first = env.expert().unwrap();
+            assert_eq!(first.actions, vec!["Down"]);
+            assert!((first.success_probability.unwrap() - 4.0 / 9.0).abs() < 1e-12);
+            if env.step("Down").unwrap().terminated {
+                seen.insert(15);
+                continue;
+            }
+            let (_, player) = env.state().unwrap();
+            let second = env.expert().unwrap();
+            assert_eq!(second.actions, vec!["Down"], "seed {seed}, on {player}");
+            let want = if player == 14 { 1.0 / 3.0 } else { 0.0 };
+            assert!(player == 14 || player == 13, "seed {seed}: {player}");
+            assert!((second.success_probability.unwrap() - want).abs() < 1e-12);
+            seen.insert(player);
+        }
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![13, 14, 15]);
+    }
+
+    #[test]
+    fn a_new_turn_replans_from_where_the_player_stands() {
+        // Deterministic ice, open board, player 0, goal 15, turns of 2 moves: each turn's
+        // plan starts from the cell the last turn ended on, and following it walks a shortest
+        // path (6 moves) to the goal.
+        let mut env = env_on("FFFF FFFF FFFF FFFG", 0, false);
+        env.config.expert_moves_per_turn = 2;
+        let mut moves = 0;
+        loop {
+            let advice = env.expert().unwrap();
+            assert_eq!(advice.success_probability, Some(1.0));
+            moves += 1;
+            if env.step(&advice.actions[0]).unwrap().terminated {
+                break;
+            }
+            if moves % 2 == 0 {
+                let (_, player) = env.state().unwrap();
+                assert_eq!(env.episode.as_ref().unwrap().turn_start, player);
+            }
+        }
+        assert_eq!(moves, 6);
+        assert_eq!(env.state().unwrap().1, 15);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 use crate::map::{Cell, LakeMap};
 
 /// Values closer than this are equally good.
-const TIE: f64 = 1e-12;
+pub(crate) const TIE: f64 = 1e-12;
 
 /// What an expert recommends from one cell.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +32,7 @@ pub struct Choice {
 }
 
 /// The slip model: `(direction taken, probability)` for intended direction `a`.
-fn outcomes(a: usize, slippery: bool, success_rate: f64) -> Vec<(usize, f64)> {
+pub(crate) fn outcomes(a: usize, slippery: bool, success_rate: f64) -> Vec<(usize, f64)> {
     if !slippery {
         return vec![(a, 1.0)];
     }

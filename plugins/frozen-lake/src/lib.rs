@@ -6,7 +6,8 @@
 //! reachable; slippery moves (intended direction 1/3, each perpendicular 1/3); reward 1 at the
 //! goal; the episode ends in a hole or at the goal. Actions in RAGEN's order `Left`, `Down`,
 //! `Right`, `Up`; symbols `P _ O G X √`. Its expert ([`expert`]) is optimal by value iteration,
-//! or greedy (`{"expert": "greedy"}`).
+//! or greedy (`{"expert": "greedy"}`), or plans for a model that sees the board only when a turn
+//! of `k` moves begins (`{"expert_moves_per_turn": k}`, [`turn_plan`]).
 //!
 //! ```
 //! use ragen_gym_sdk::{Environment, adapter};
@@ -25,6 +26,7 @@ pub mod env;
 pub mod expert;
 pub mod map;
 pub mod observation;
+pub mod turn_plan;
 
 pub use config::{ExpertKind, FrozenLakeConfig, ObservationFormat};
 pub use env::FrozenLake;
