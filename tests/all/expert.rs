@@ -2,9 +2,9 @@
 //! built against 0.1.0 still loads and runs and is refused an expert by name; the expert runs
 //! under `step`'s limits; the built-in experts reach the success rates their rules allow
 //! (FrozenLake's against the reference rates of the RAGEN v1 rules: optimum 0.49 closed loop,
-//! greedy 0.37, both 1.0 on deterministic ice with p = 0.9; Sokoban solves every level whose
-//! shortest plan fits the 10-step budget; Bandit and Countdown every episode); `eval --policy
-//! expert` prints them.
+//! greedy 0.37, both 1.0 on deterministic ice with p = 0.9, and the turn-planning expert the
+//! ceilings of 2 x 5 and 5 x 2 turns; Sokoban solves every level whose shortest plan fits the
+//! 10-step budget; Bandit and Countdown every episode); `eval --policy expert` prints them.
 
 use crate::child::cli;
 use crate::sandbox_hostile::{assert_neighbour_ok, env, fixture, sandbox};
@@ -142,6 +142,25 @@ fn frozenlake_experts_reach_the_reference_rates() {
             "{config}: {wins} successes, {claimed:.1} claimed"
         );
     }
+    // Planning for a model that sees the board only when a turn begins (open loop within a
+    // turn): 2 turns x 5 moves reach 0.455 and 5 turns x 2 moves 0.481 on the 256 validation
+    // maps by `scripts/analysis/frozenlake_turn_ceiling.py` (numpy, independent code; its 5 x 2
+    // may also play shorter turns, so fixed 2-move turns may be worth a little less).
+    for (k, reference) in [(5, 0.455), (2, 0.48)] {
+        let config = format!(r#"{{"expert_moves_per_turn":{k}}}"#);
+        let mut env = make(&config).unwrap();
+        let (wins, claimed) = expert_rate(env.as_mut(), 1000);
+        let rate = wins as f64 / 1000.0;
+        assert!((rate - reference).abs() < 0.04, "{config}: {rate}");
+        assert!(
+            (claimed / 1000.0 - reference).abs() < 0.03,
+            "{config}: {claimed}"
+        );
+        assert!(
+            (wins as f64 - claimed).abs() < 4.0 * (1000.0f64 * 0.25).sqrt(),
+            "{config}: {wins} successes, {claimed:.1} claimed"
+        );
+    }
     // Deterministic ice (RAGEN-2's variant, p = 0.9): both reach every goal within 10 steps.
     for expert in ["optimal", "greedy"] {
         let config = format!(r#"{{"p":0.9,"is_slippery":false,"expert":"{expert}"}}"#);
@@ -159,15 +178,17 @@ fn the_sandboxed_experts_agree_with_the_native_ones_and_solve_their_envs() {
     assert!(wins >= 85, "{wins} of 100 solved");
     // Bandit: the better arm, every time.
     assert_eq!(expert_rate(&mut builtin("bandit", ""), 50), (50, 50.0));
-    // FrozenLake: the same episodes as the native build.
-    let mut wasm = builtin("frozenlake", "");
-    let mut native = (find("frozenlake").unwrap().native.unwrap())("").unwrap();
-    for seed in 0..30 {
-        assert_eq!(
-            follow_expert(&mut wasm, seed).unwrap(),
-            follow_expert(native.as_mut(), seed).unwrap(),
-            "seed {seed}"
-        );
+    // FrozenLake: the same episodes as the native build, closed loop and planning turns.
+    for config in ["", r#"{"expert_moves_per_turn":5}"#] {
+        let mut wasm = builtin("frozenlake", config);
+        let mut native = (find("frozenlake").unwrap().native.unwrap())(config).unwrap();
+        for seed in 0..30 {
+            assert_eq!(
+                follow_expert(&mut wasm, seed).unwrap(),
+                follow_expert(native.as_mut(), seed).unwrap(),
+                "{config}: seed {seed}"
+            );
+        }
     }
 }
 
