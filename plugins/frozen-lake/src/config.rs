@@ -63,7 +63,10 @@ pub struct FrozenLakeConfig {
     /// plans for a model that sees the board only when a turn of `k` moves begins, turns counted
     /// from the episode's start (`crate::turn_plan`); set it to the rollout's
     /// `max_actions_per_turn` so that demonstrations (`ragen-gym sft`) hold only what a model
-    /// could choose from its observation. Needs `"expert": "optimal"`.
+    /// could choose from its observation. Needs `"expert": "optimal"`. The env sees steps, not
+    /// turns: after a model's turn of fewer than `k` moves, the expert still counts turns of
+    /// `k` from the start, so its advice (and `expert_agreement`) follows the plan of the turn it
+    /// counted.
     pub expert_moves_per_turn: u32,
 }
 
