@@ -20,7 +20,7 @@ use crate::config::{ExpertKind, FrozenLakeConfig, ObservationFormat};
 use crate::expert;
 use crate::map::{Cell, LakeMap, MAX_MAP_ATTEMPTS};
 use crate::observation::observe;
-use crate::turn_plan::{TurnPlan, plan_value, turn_plan};
+use crate::turn_plan::{MAX_MOVES_PER_TURN, TurnPlan, TurnPlanner, TurnValues};
 
 /// Action names in RAGEN's order (`action_lookup` 1..=4 = gymnasium LEFT, DOWN, RIGHT, UP).
 pub const ACTION_NAMES: [&str; 4] = ["Left", "Down", "Right", "Up"];
@@ -73,6 +73,8 @@ struct Episode {
     turn_start: usize,
     /// The expert's plan for the turn that began at this step, once asked.
     plan: Option<(u32, TurnPlan)>,
+    /// The turn planner's memo for this episode's map.
+    turn_values: TurnValues,
 }
 
 impl FrozenLake {
@@ -137,13 +139,10 @@ impl Environment for FrozenLake {
             );
         }
         let k = config.expert_moves_per_turn;
-        if k > crate::turn_plan::MAX_MOVES_PER_TURN {
+        if k > MAX_MOVES_PER_TURN {
             return bad(
                 "expert_moves_per_turn",
-                format!(
-                    "{k} is outside 0..={}",
-                    crate::turn_plan::MAX_MOVES_PER_TURN
-                ),
+                format!("{k} is outside 0..={MAX_MOVES_PER_TURN}"),
             );
         }
         if k > 0 && config.expert != ExpertKind::Optimal {
@@ -187,6 +186,7 @@ impl Environment for FrozenLake {
             done: false,
             turn_start: player,
             plan: None,
+            turn_values: TurnValues::new(),
         });
         Ok(ResetResult {
             observation,
@@ -336,15 +336,15 @@ fn advise_turn(c: &FrozenLakeConfig, episode: &mut Episode) -> Advice {
     let k = c.expert_moves_per_turn;
     let budget = step_budget(c);
     let began = episode.steps - episode.steps % k;
+    let mut planner = TurnPlanner::new(
+        &episode.map,
+        k,
+        c.is_slippery,
+        c.success_rate,
+        &mut episode.turn_values,
+    );
     if episode.plan.as_ref().is_none_or(|(at, _)| *at != began) {
-        let plan = turn_plan(
-            &episode.map,
-            episode.turn_start,
-            budget.saturating_sub(began),
-            k,
-            c.is_slippery,
-            c.success_rate,
-        );
+        let plan = planner.plan(episode.turn_start, budget.saturating_sub(began));
         episode.plan = Some((began, plan));
     }
     let (_, plan) = episode.plan.as_ref().expect("planned above");
@@ -358,15 +358,7 @@ fn advise_turn(c: &FrozenLakeConfig, episode: &mut Episode) -> Advice {
             success_probability: Some(0.0),
         };
     };
-    let p = plan_value(
-        &episode.map,
-        episode.player,
-        budget.saturating_sub(episode.steps),
-        rest,
-        k,
-        c.is_slippery,
-        c.success_rate,
-    );
+    let p = planner.value_of(episode.player, budget.saturating_sub(episode.steps), rest);
     Advice {
         actions: vec![ACTION_NAMES[next].to_string()],
         success_probability: Some(p),
@@ -394,6 +386,7 @@ mod tests {
             done: false,
             turn_start: start,
             plan: None,
+            turn_values: TurnValues::new(),
         });
         env
     }

@@ -54,24 +54,70 @@ impl Belief {
     }
 }
 
-/// The planner over one map and slip model, with `W` memoised by `(cell, steps left)`.
-struct Planner<'a> {
+/// `W` memoised by `(cell, steps left)`, for one map and slip model: keep one per episode, so
+/// that every plan and value of the episode reuses what earlier ones computed.
+pub type TurnValues = HashMap<(usize, u32), f64>;
+
+/// The turn planner over one map and slip model (module docs).
+pub struct TurnPlanner<'a> {
     map: &'a LakeMap,
     moves_per_turn: u32,
     slippery: bool,
     success_rate: f64,
-    values: HashMap<(usize, u32), f64>,
+    values: &'a mut TurnValues,
 }
 
-impl<'a> Planner<'a> {
-    fn new(map: &'a LakeMap, moves_per_turn: u32, slippery: bool, success_rate: f64) -> Self {
+impl<'a> TurnPlanner<'a> {
+    /// A planner for turns of `moves_per_turn` (1..=[`MAX_MOVES_PER_TURN`]) moves on `map`,
+    /// memoising `W` in `values`, which must have been filled for this map and slip model only.
+    pub fn new(
+        map: &'a LakeMap,
+        moves_per_turn: u32,
+        slippery: bool,
+        success_rate: f64,
+        values: &'a mut TurnValues,
+    ) -> Self {
+        assert!(
+            (1..=MAX_MOVES_PER_TURN).contains(&moves_per_turn),
+            "moves per turn {moves_per_turn} outside 1..={MAX_MOVES_PER_TURN}"
+        );
         Self {
             map,
             moves_per_turn,
             slippery,
             success_rate,
-            values: HashMap::new(),
+            values,
         }
+    }
+
+    /// The plan for a turn that starts on `player` with `left` steps left in the episode. With
+    /// no step left the plan is empty and worth 0.
+    pub fn plan(&mut self, player: usize, left: u32) -> TurnPlan {
+        let mut best = None;
+        self.search(
+            &mut vec![Belief::at(player)],
+            &mut Vec::new(),
+            self.moves_per_turn.min(left),
+            left,
+            &mut best,
+        );
+        let (key, actions) = best.expect("the search keeps at least one sequence");
+        TurnPlan {
+            success_probability: key.first().copied().unwrap_or(0.0),
+            actions,
+        }
+    }
+
+    /// The probability of reaching the goal from `player` with `left` steps left by playing
+    /// `actions` (the rest of a turn, open loop) and then planning each later turn by
+    /// [`Self::plan`].
+    pub fn value_of(&mut self, player: usize, left: u32, actions: &[usize]) -> f64 {
+        let n = (actions.len() as u32).min(left);
+        let mut b = Belief::at(player);
+        for &a in &actions[..n as usize] {
+            b = self.advance(&b, a);
+        }
+        self.continuation(&b, left - n)
     }
 
     /// The belief after intended direction `a` from `b`.
@@ -189,63 +235,6 @@ fn better(a: &[f64], b: &[f64]) -> bool {
     false
 }
 
-/// The plan for a turn that starts on `player` with `left` steps left in the episode and
-/// `moves_per_turn` (1..=[`MAX_MOVES_PER_TURN`]) moves per turn. With no step left the plan is
-/// empty and worth 0.
-pub fn turn_plan(
-    map: &LakeMap,
-    player: usize,
-    left: u32,
-    moves_per_turn: u32,
-    slippery: bool,
-    success_rate: f64,
-) -> TurnPlan {
-    assert!(
-        (1..=MAX_MOVES_PER_TURN).contains(&moves_per_turn),
-        "moves per turn {moves_per_turn} outside 1..={MAX_MOVES_PER_TURN}"
-    );
-    let mut planner = Planner::new(map, moves_per_turn, slippery, success_rate);
-    let moves = moves_per_turn.min(left);
-    let mut best = None;
-    planner.search(
-        &mut vec![Belief::at(player)],
-        &mut Vec::new(),
-        moves,
-        left,
-        &mut best,
-    );
-    match best {
-        Some((key, actions)) => TurnPlan {
-            success_probability: key.first().copied().unwrap_or(0.0),
-            actions,
-        },
-        None => TurnPlan {
-            actions: Vec::new(),
-            success_probability: 0.0,
-        },
-    }
-}
-
-/// The probability of reaching the goal from `player` with `left` steps left by playing
-/// `actions` (the rest of a turn, open loop) and then planning each later turn by [`turn_plan`].
-pub fn plan_value(
-    map: &LakeMap,
-    player: usize,
-    left: u32,
-    actions: &[usize],
-    moves_per_turn: u32,
-    slippery: bool,
-    success_rate: f64,
-) -> f64 {
-    let mut planner = Planner::new(map, moves_per_turn, slippery, success_rate);
-    let n = (actions.len() as u32).min(left);
-    let mut b = Belief::at(player);
-    for &a in &actions[..n as usize] {
-        b = planner.advance(&b, a);
-    }
-    planner.continuation(&b, left - n)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,6 +242,32 @@ mod tests {
     use crate::map::test_map;
 
     const THIRD: f64 = 1.0 / 3.0;
+
+    /// The plan of a fresh planner (as a new episode's).
+    fn turn_plan(
+        map: &LakeMap,
+        player: usize,
+        left: u32,
+        k: u32,
+        slippery: bool,
+        success_rate: f64,
+    ) -> TurnPlan {
+        TurnPlanner::new(map, k, slippery, success_rate, &mut TurnValues::new()).plan(player, left)
+    }
+
+    /// `TurnPlanner::value_of` on a fresh planner.
+    fn plan_value(
+        map: &LakeMap,
+        player: usize,
+        left: u32,
+        actions: &[usize],
+        k: u32,
+        slippery: bool,
+        success_rate: f64,
+    ) -> f64 {
+        TurnPlanner::new(map, k, slippery, success_rate, &mut TurnValues::new())
+            .value_of(player, left, actions)
+    }
 
     #[test]
     fn one_move_per_turn_is_the_closed_loop_optimum() {
