@@ -156,7 +156,7 @@ pub fn greedy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::map::test_map;
+    use crate::map::{random_maps, test_map};
 
     const THIRD: f64 = 1.0 / 3.0;
 
@@ -223,10 +223,7 @@ mod tests {
     fn following_the_deterministic_optimum_takes_exactly_the_shortest_path_length() {
         // The whole kind: on 200 random maps, from the start, the optimum's first listed action
         // followed step by step reaches the goal in the breadth-first distance, never more.
-        use rand::SeedableRng;
-        for seed in 0..200 {
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            let map = LakeMap::generate(4, 0.8, &mut rng).unwrap();
+        for (seed, map) in random_maps(200) {
             let shortest = goal_distances(&map)[map.start].expect("the goal is reachable");
             let (mut s, mut steps) = (map.start, 0u32);
             while s != map.goal {
@@ -242,10 +239,7 @@ mod tests {
 
     #[test]
     fn the_optimum_is_never_below_greedy() {
-        use rand::SeedableRng;
-        for seed in 0..200 {
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            let map = LakeMap::generate(4, 0.8, &mut rng).unwrap();
+        for (seed, map) in random_maps(200) {
             let o = optimal(&map, map.start, 10, true, THIRD).success_probability;
             let g = greedy(&map, map.start, 10, true, THIRD).success_probability;
             assert!(o >= g - 1e-12 && o <= 1.0, "seed {seed}: {o} < {g}");

@@ -149,17 +149,25 @@ pub(crate) fn test_map(cells: &str, start: usize) -> LakeMap {
     }
 }
 
+/// RAGEN's maps (4×4, P(frozen) = 0.8) for seeds `0..n`, as `reset` draws them: the random
+/// boards of the tests.
+#[cfg(test)]
+pub(crate) fn random_maps(n: u64) -> impl Iterator<Item = (u64, LakeMap)> {
+    use rand::SeedableRng;
+    (0..n).map(|seed| {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (seed, LakeMap::generate(4, 0.8, &mut rng).unwrap())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
 
     #[test]
     fn maps_for_1000_seeds_are_reachable_with_distinct_start_and_goal() {
         let mut holes = 0usize;
-        for seed in 0..1000 {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let map = LakeMap::generate(4, 0.8, &mut rng).unwrap();
+        for (seed, map) in random_maps(1000) {
             assert_ne!(map.start, map.goal, "seed {seed}");
             assert_eq!(map.cells[map.start], Cell::Frozen, "seed {seed}");
             assert_eq!(

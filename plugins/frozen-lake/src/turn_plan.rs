@@ -239,7 +239,7 @@ fn better(a: &[f64], b: &[f64]) -> bool {
 mod tests {
     use super::*;
     use crate::expert::optimal;
-    use crate::map::test_map;
+    use crate::map::{random_maps, test_map};
 
     const THIRD: f64 = 1.0 / 3.0;
 
@@ -273,10 +273,7 @@ mod tests {
     fn one_move_per_turn_is_the_closed_loop_optimum() {
         // With a turn of one move the model sees every state: the plan's value is value
         // iteration's, on 100 random slippery maps and every horizon.
-        use rand::SeedableRng;
-        for seed in 0..100 {
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            let map = LakeMap::generate(4, 0.8, &mut rng).unwrap();
+        for (seed, map) in random_maps(100) {
             for left in [1, 4, 10] {
                 let plan = turn_plan(&map, map.start, left, 1, true, THIRD);
                 let closed = optimal(&map, map.start, left, true, THIRD);
@@ -326,10 +323,7 @@ mod tests {
         // least as well. One move a turn sees every step (the closed-loop optimum bounds every
         // k); two moves a turn see steps 0, 2, 4, 6, 8, a superset of four moves' 0, 4, 8. And a
         // plan replayed through `plan_value` is worth what `turn_plan` says.
-        use rand::SeedableRng;
-        for seed in 0..200 {
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            let map = LakeMap::generate(4, 0.8, &mut rng).unwrap();
+        for (seed, map) in random_maps(200) {
             let closed = optimal(&map, map.start, 10, true, THIRD).success_probability;
             let mut w = Vec::new();
             for k in 1..=MAX_MOVES_PER_TURN {
