@@ -247,6 +247,42 @@ fn constrained_decoding_needs_action_names() {
     );
 }
 
+/// `sft` refuses `rollout.constrained_min_actions` above 1, naming the key and why (an expert's
+/// answer stops where its episode ends), before it writes a run directory.
+#[test]
+fn sft_refuses_a_minimum_number_of_actions() {
+    use ragen_gym_starpo::{Demonstrations, SftSetup, SftTrainer};
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(&dir.path().join("model"), 3);
+    let cfg = learning_config(
+        &model,
+        "[agent_proxy]\nmax_actions_per_turn = 2\nmax_actions_per_traj = 2\n\
+         [rollout]\nconstrained_min_actions = 2\n",
+    );
+    let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
+    let Err(e) = SftTrainer::new(SftSetup {
+        lr: cfg.actor.actor_lr,
+        config: cfg,
+        make_env: Box::new(move || bandit("")),
+        plugin_sha256: "native".into(),
+        env_source: "bandit".into(),
+        run_dir: dir.path().join("run"),
+        device: pol::Device::Cpu,
+        demonstrations: Demonstrations::Collect(4),
+        epochs: 1,
+        batch_size: 4,
+        resume: false,
+    }) else {
+        panic!("sft started with constrained_min_actions = 2");
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("sft needs rollout.constrained_min_actions = 1, got 2"),
+        "{msg}"
+    );
+    assert!(!dir.path().join("run").exists());
+}
+
 /// A tiny random model over the default vocabulary, in memory.
 fn tiny_loaded(seed: u64) -> pol::LoadedModel {
     let tokenizer = default_tokenizer();

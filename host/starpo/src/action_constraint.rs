@@ -4,8 +4,8 @@
 //! so RAGEN's own configs sample freely.
 //!
 //! With it on, once a response reaches its answer the sampler may emit only
-//! `Name ( sep Name )* </answer>` with the env's action names (at most
-//! `agent_proxy.max_actions_per_turn`), then the end-of-turn token: right after the forced
+//! `Name ( sep Name )* </answer>` with the env's action names (at least
+//! `rollout.constrained_min_actions`, at most `agent_proxy.max_actions_per_turn`), then the end-of-turn token: right after the forced
 //! `<answer>` without thinking; after the model's `</think>`, or after
 //! `rollout.max_think_tokens` free tokens (the host then appends `</think><answer>`), with
 //! thinking. Names match case-insensitively, as the host maps them
@@ -63,6 +63,7 @@ pub fn action_constraint(
         names,
         separator: cfg.agent_proxy.action_sep.clone(),
         max_actions: cfg.agent_proxy.max_actions_per_turn,
+        min_actions: cfg.rollout.constrained_min_actions,
         case_insensitive: true,
     };
     let index =

@@ -24,7 +24,7 @@ pub mod samples;
 
 use crate::action_constraint::action_constraint;
 use crate::batch::TrainSample;
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::error::TrainError;
 use crate::events::{Emitter, Phase, Reporter, TrainEvent};
 use crate::losses::masked_mean;
@@ -102,8 +102,19 @@ impl SftTrainer {
     /// [`TrainError`]; [`TrainError::Demonstrations`] when the expert fails (e.g. the plugin has
     /// none) or a demonstration does not fit the answer format.
     pub fn new(setup: SftSetup) -> Result<Self, TrainError> {
-        let run = RunDir::create(&setup.run_dir)?;
         let cfg = setup.config;
+        if cfg.rollout.constrained_min_actions > 1 {
+            // An expert's answer ends where its episode does, so it may hold fewer names.
+            return Err(ConfigError::Invalid {
+                message: format!(
+                    "sft needs rollout.constrained_min_actions = 1, got {}: an expert's answer \
+                     stops where its episode ends, with fewer names (set it for `train` after sft)",
+                    cfg.rollout.constrained_min_actions
+                ),
+            }
+            .into());
+        }
+        let run = RunDir::create(&setup.run_dir)?;
         let progress = if setup.resume {
             Some(sft_progress(&run)?)
         } else {

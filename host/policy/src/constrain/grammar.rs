@@ -1,5 +1,5 @@
 //! The answer grammar ([`ActionGrammar`]) and its byte automaton: `Name ( sep Name )*
-//! </answer>` with at most `max_actions` names, each name optionally after one space, read byte
+//! </answer>` with `min_actions` to `max_actions` names, each name optionally after one space, read byte
 //! by byte over a trie of the (case-folded) names and determinised on demand.
 
 use std::collections::HashMap;
@@ -17,6 +17,9 @@ pub struct ActionGrammar {
     pub separator: String,
     /// At most this many names per answer (RAGEN `agent_proxy.max_actions_per_turn`).
     pub max_actions: usize,
+    /// At least this many names before `</answer>`: 1 lets the model stop after any name, as
+    /// RAGEN's free answers do; `max_actions` makes every answer use its whole turn.
+    pub min_actions: usize,
     /// Accept any ASCII letter case of a name, as the host maps names case-insensitively.
     /// Non-ASCII letters must match exactly.
     pub case_insensitive: bool,
@@ -54,6 +57,12 @@ pub(super) fn check_grammar(g: &ActionGrammar) -> Result<()> {
         return bad(format!(
             "max_actions_per_turn {} is outside 1..=255",
             g.max_actions
+        ));
+    }
+    if !(1..=g.max_actions).contains(&g.min_actions) {
+        return bad(format!(
+            "min_actions {} is outside 1..=max_actions_per_turn ({})",
+            g.min_actions, g.max_actions
         ));
     }
     for n in &g.names {
@@ -128,6 +137,7 @@ pub(super) struct Automaton {
     trie: NameTrie,
     sep: Vec<u8>,
     max: u8,
+    min: u8,
     fold: bool,
     states: Vec<Vec<Pos>>,
     ids: HashMap<Vec<Pos>, u32>,
@@ -141,6 +151,7 @@ impl Automaton {
             trie: NameTrie::new(&grammar.folded_names()),
             sep: grammar.separator.as_bytes().to_vec(),
             max: grammar.max_actions as u8,
+            min: grammar.min_actions as u8,
             fold: grammar.case_insensitive,
             states: Vec::new(),
             ids: HashMap::new(),
@@ -228,7 +239,7 @@ impl Automaton {
                             out.push(Pos::Sep(k, 1));
                         }
                     }
-                    if b == CLOSE[0] {
+                    if k >= self.min && b == CLOSE[0] {
                         out.push(Pos::Close(1));
                     }
                 }

@@ -129,7 +129,7 @@ impl ActionIndex {
     /// # Errors
     /// [`PolicyError::InvalidArgument`] for an empty name list, an empty or blank name, a name
     /// with surrounding whitespace or containing the separator or `</answer>`, an empty
-    /// separator or `max_actions` outside 1..=255; [`PolicyError::UnspellableAction`] naming an
+    /// separator, `max_actions` outside 1..=255 or `min_actions` outside 1..=`max_actions`; [`PolicyError::UnspellableAction`] naming an
     /// action the vocabulary cannot spell; [`PolicyError::Tokenizer`] when the vocabulary cannot
     /// spell the answer tags, or decodes tokens differently alone than in sequence.
     pub fn new(grammar: &ActionGrammar, tokenizer: &Tokenizer) -> Result<Self> {

@@ -33,6 +33,7 @@ fn grammar(names: &[&str], max: usize, case_insensitive: bool) -> ActionGrammar 
         names: names.iter().map(|s| s.to_string()).collect(),
         separator: "||".into(),
         max_actions: max,
+        min_actions: 1,
         case_insensitive,
     }
 }
@@ -99,6 +100,55 @@ fn replay_follows_the_grammar_and_caps_the_number_of_actions() {
     // A name that is not an action, and a double space, are refused.
     assert!(c.replay(&seq(&["R"])).is_err());
     assert!(c.replay(&seq(&["Ġ", "Ġ"])).is_err());
+}
+
+#[test]
+fn min_actions_holds_the_answer_open_until_that_many_names() {
+    let tok = byte_tokenizer(|_| true, &MERGED);
+    let c = |min: usize| Constraint {
+        index: Arc::new(
+            ActionIndex::new(
+                &ActionGrammar {
+                    min_actions: min,
+                    ..grammar(&["Left", "Up"], 3, true)
+                },
+                &tok,
+            )
+            .unwrap(),
+        ),
+        thinking: Thinking::Off,
+    };
+    let eot = tok.im_end_id();
+    let seq = |toks: &[&str]| -> Vec<u32> {
+        let mut v: Vec<u32> = toks.iter().map(|s| id(&tok, s)).collect();
+        v.push(eot);
+        v
+    };
+    let one = seq(&["Up", "</answer>"]);
+    let two = seq(&["Up", "||", "Left", "</answer>"]);
+    let three = seq(&["Up", "||", "Left", "||", "Up", "</answer>"]);
+    // min 1 (RAGEN's freedom): any count from 1 to 3.
+    for s in [&one, &two, &three] {
+        assert!(c(1).replay(s).is_ok());
+    }
+    // min 2: closing after one name is refused at the close (position 1), two or three pass.
+    let e = c(2).replay(&one).unwrap_err().to_string();
+    assert!(e.contains("position 1"), "{e}");
+    assert!(c(2).replay(&two).is_ok() && c(2).replay(&three).is_ok());
+    // min 3 = max: only the whole turn. Closing after two names is refused at the close
+    // (position 3), and after the third name only the close is allowed.
+    let e = c(3).replay(&two).unwrap_err().to_string();
+    assert!(e.contains("position 3"), "{e}");
+    assert!(c(3).replay(&three).is_ok());
+    assert!(
+        c(3).replay(&seq(&["Up", "||", "Left", "||", "Up", "||"]))
+            .is_err()
+    );
+    // The shortest answer grows by a separator and a name per required name: "Up" +
+    // "</answer>" is 2 tokens; "Up" + "||" + "Up" + "||" + "Up" + "</answer>" is 6.
+    assert_eq!(c(1).index.min_answer_tokens(), 2);
+    assert_eq!(c(2).index.min_answer_tokens(), 4);
+    assert_eq!(c(3).index.min_answer_tokens(), 6);
 }
 
 #[test]
@@ -185,6 +235,20 @@ fn an_action_the_vocabulary_cannot_spell_is_an_error_naming_it() {
         (grammar(&["a||b"], 1, true), "separator"),
         (grammar(&[" Up"], 1, true), "whitespace"),
         (grammar(&["Up"], 0, true), "max_actions_per_turn"),
+        (
+            ActionGrammar {
+                min_actions: 3,
+                ..grammar(&["Up"], 2, true)
+            },
+            "min_actions 3 is outside 1..=max_actions_per_turn (2)",
+        ),
+        (
+            ActionGrammar {
+                min_actions: 0,
+                ..grammar(&["Up"], 2, true)
+            },
+            "min_actions 0",
+        ),
     ] {
         let e = ActionIndex::new(&g, &tiny_tokenizer())
             .unwrap_err()
@@ -298,6 +362,52 @@ fn constrained_samples_always_parse() {
         }
         assert!(parsed >= 20, "{thinking:?} {max_new}: {parsed}/24 answered");
     }
+}
+
+#[test]
+fn sampled_answers_hold_min_actions_names() {
+    // A tiny random model samples freely how many names it writes (1 to 3 here); with
+    // `min_actions` = 3 every answer has exactly 3, and with 2 at least 2.
+    let m = tiny();
+    let tok = &m.tokenizer;
+    let names = ["Left", "Down", "Right", "Up"];
+    let policy = Policy::new(&m, Trainable::Full, 0).unwrap();
+    let counts = |min: usize| -> Vec<usize> {
+        let c = Constraint {
+            index: Arc::new(
+                ActionIndex::new(
+                    &ActionGrammar {
+                        min_actions: min,
+                        ..grammar(&names, 3, true)
+                    },
+                    tok,
+                )
+                .unwrap(),
+            ),
+            thinking: Thinking::Off,
+        };
+        let params = SamplingParams {
+            temperature: 1.0,
+            max_new_tokens: 80,
+            seed: 5,
+            ..Default::default()
+        };
+        sample_constrained(&policy.sampler(), tok, &prompts(tok, 32), &params, Some(&c))
+            .unwrap()
+            .iter()
+            .map(|s| {
+                assert_eq!(s.finish_reason, FinishReason::Stop, "{:?}", s.text);
+                parse(&s.text, &names, 3)
+                    .unwrap_or_else(|| panic!("{:?} does not parse", s.text))
+                    .len()
+            })
+            .collect()
+    };
+    let free = counts(1);
+    assert!(free.contains(&1) && free.iter().any(|&n| n > 1), "{free:?}");
+    let two = counts(2);
+    assert!(two.iter().all(|&n| n >= 2) && two.contains(&2), "{two:?}");
+    assert_eq!(counts(3), vec![3; 32]);
 }
 
 /// Prompts and their constrained samples as a batch to score, the responses' token kinds

@@ -244,6 +244,7 @@ fn cached_sampling_keeps_each_rows_constraint() {
         names: vec!["Left".into(), "Up".into()],
         separator: "||".into(),
         max_actions: 2,
+        min_actions: 1,
         case_insensitive: true,
     };
     let c = Constraint {

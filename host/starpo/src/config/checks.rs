@@ -83,6 +83,19 @@ impl Config {
                 self.rollout.max_think_tokens
             ));
         }
+        let min = self.rollout.constrained_min_actions;
+        if min != 1 && !self.rollout.constrained_actions {
+            return bad(format!(
+                "rollout.constrained_min_actions = {min} needs rollout.constrained_actions = true \
+                 (only constrained decoding can hold an answer open)"
+            ));
+        }
+        if !(1..=self.agent_proxy.max_actions_per_turn).contains(&min) {
+            return bad(format!(
+                "rollout.constrained_min_actions = {min} must be in 1..=agent_proxy.max_actions_per_turn ({})",
+                self.agent_proxy.max_actions_per_turn
+            ));
+        }
         if self.agent_proxy.use_turn_scores
             && self.agent_proxy.reward_normalization.method != NormMethod::Identity
         {

@@ -216,6 +216,7 @@ pub struct RolloutConfig {
     pub stop_at_answer: bool,
     pub generation_batch_size: usize,
     pub constrained_actions: bool,
+    pub constrained_min_actions: usize,
     pub max_think_tokens: usize,
     pub prefix_sharing: bool,
     pub prefix_cache_mib: usize,

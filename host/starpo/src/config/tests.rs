@@ -203,6 +203,42 @@ fn the_think_budget_needs_constrained_thinking() {
 }
 
 #[test]
+fn min_actions_needs_constrained_decoding_and_fits_the_turn() {
+    let build = |layer: &str| {
+        ConfigBuilder::new()
+            .layer_str(layer, "exp.toml")
+            .unwrap()
+            .build()
+    };
+    // 1 by default: RAGEN's freedom to stop after any name.
+    assert_eq!(Config::default_config().rollout.constrained_min_actions, 1);
+    let e = build("[rollout]\nconstrained_min_actions = 5\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("rollout.constrained_min_actions = 5 needs rollout.constrained_actions = true"),
+        "{e}"
+    );
+    for (min, max) in [(0, 5), (6, 5), (3, 2)] {
+        let e = build(&format!(
+            "[rollout]\nconstrained_actions = true\nconstrained_min_actions = {min}\n\
+             [agent_proxy]\nmax_actions_per_turn = {max}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(&format!(
+                "rollout.constrained_min_actions = {min} must be in \
+                 1..=agent_proxy.max_actions_per_turn ({max})"
+            )),
+            "{e}"
+        );
+    }
+    let c = build("[rollout]\nconstrained_actions = true\nconstrained_min_actions = 5\n").unwrap();
+    assert_eq!(c.rollout.constrained_min_actions, 5);
+}
+
+#[test]
 fn branching_names_the_field_it_rejects() {
     let build = |layer: &str| {
         ConfigBuilder::new()
