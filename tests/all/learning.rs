@@ -247,11 +247,35 @@ fn constrained_decoding_needs_action_names() {
     );
 }
 
+/// An `sft` setup on the built-in Bandit (its expert plays the better arm) with the tiny model of
+/// `cfg`: the config's learning rate, batches of 4, a fresh run in `run_dir`.
+fn bandit_sft(
+    cfg: &Config,
+    run_dir: PathBuf,
+    demonstrations: ragen_gym_starpo::Demonstrations,
+    epochs: u32,
+) -> ragen_gym_starpo::SftSetup {
+    let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
+    ragen_gym_starpo::SftSetup {
+        lr: cfg.actor.actor_lr,
+        config: cfg.clone(),
+        make_env: Box::new(move || bandit("")),
+        plugin_sha256: "native".into(),
+        env_source: "bandit".into(),
+        run_dir,
+        device: pol::Device::Cpu,
+        demonstrations,
+        epochs,
+        batch_size: 4,
+        resume: false,
+    }
+}
+
 /// `sft` refuses `rollout.constrained_min_actions` above 1, naming the key and why (an expert's
 /// answer stops where its episode ends), before it writes a run directory.
 #[test]
 fn sft_refuses_a_minimum_number_of_actions() {
-    use ragen_gym_starpo::{Demonstrations, SftSetup, SftTrainer};
+    use ragen_gym_starpo::{Demonstrations, SftTrainer};
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(&dir.path().join("model"), 3);
     let cfg = learning_config(
@@ -259,20 +283,12 @@ fn sft_refuses_a_minimum_number_of_actions() {
         "[agent_proxy]\nmax_actions_per_turn = 2\nmax_actions_per_traj = 2\n\
          [rollout]\nconstrained_min_actions = 2\n",
     );
-    let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
-    let Err(e) = SftTrainer::new(SftSetup {
-        lr: cfg.actor.actor_lr,
-        config: cfg,
-        make_env: Box::new(move || bandit("")),
-        plugin_sha256: "native".into(),
-        env_source: "bandit".into(),
-        run_dir: dir.path().join("run"),
-        device: pol::Device::Cpu,
-        demonstrations: Demonstrations::Collect(4),
-        epochs: 1,
-        batch_size: 4,
-        resume: false,
-    }) else {
+    let Err(e) = SftTrainer::new(bandit_sft(
+        &cfg,
+        dir.path().join("run"),
+        Demonstrations::Collect(4),
+        1,
+    )) else {
         panic!("sft started with constrained_min_actions = 2");
     };
     let msg = e.to_string();
@@ -579,25 +595,17 @@ fn a_resumed_run_repeats_the_uninterrupted_one() {
 /// continues the run from iteration 0.
 #[test]
 fn sft_on_expert_demonstrations_raises_the_experts_log_prob_and_success() {
-    use ragen_gym_starpo::{Demonstrations, SftSetup, SftTrainer};
+    use ragen_gym_starpo::{Demonstrations, SftTrainer};
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(&dir.path().join("model"), 3);
     let cfg = learning_config(&model, "[seed]\nsampler = 3\n");
-    let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
     let t0 = std::time::Instant::now();
-    let mut sft = SftTrainer::new(SftSetup {
-        lr: cfg.actor.actor_lr,
-        config: cfg.clone(),
-        make_env: Box::new(move || bandit("")),
-        plugin_sha256: "native".into(),
-        env_source: "bandit".into(),
-        run_dir: dir.path().join("run"),
-        device: pol::Device::Cpu,
-        demonstrations: Demonstrations::Collect(16),
-        epochs: 6,
-        batch_size: 4,
-        resume: false,
-    })
+    let mut sft = SftTrainer::new(bandit_sft(
+        &cfg,
+        dir.path().join("run"),
+        Demonstrations::Collect(16),
+        6,
+    ))
     .unwrap();
     let demos = sft.demonstrations();
     assert_eq!(demos.len(), 16);
@@ -626,6 +634,7 @@ fn sft_on_expert_demonstrations_raises_the_experts_log_prob_and_success() {
     assert!(success[success.len() - 1] >= 0.9, "{success:?}");
     assert!(loss[loss.len() - 1] < loss[0], "{loss:?}");
     // `train --resume` continues the SFT run directory with RL, from iteration 0.
+    let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
     let resumed = Trainer::new(TrainSetup {
         config: cfg,
         make_env: Box::new(move || bandit("")),
@@ -649,7 +658,7 @@ fn sft_on_expert_demonstrations_raises_the_experts_log_prob_and_success() {
 /// within 1e-5 on the tiny models, `docs/benchmarks.md`).
 #[test]
 fn sft_passes_share_prefixes_without_changing_the_step() {
-    use ragen_gym_starpo::{Demonstrations, SftSetup, SftTrainer, passes};
+    use ragen_gym_starpo::{Demonstrations, SftTrainer, passes};
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(&dir.path().join("model"), 4);
     let run = |budget: usize| {
@@ -660,20 +669,12 @@ fn sft_passes_share_prefixes_without_changing_the_step() {
                  [actor]\nmicro_batch_size = 1\nmax_tokens_per_pass = {budget}\n"
             ),
         );
-        let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
-        let mut sft = SftTrainer::new(SftSetup {
-            lr: cfg.actor.actor_lr,
-            config: cfg,
-            make_env: Box::new(move || bandit("")),
-            plugin_sha256: "native".into(),
-            env_source: "bandit".into(),
-            run_dir: dir.path().join(format!("run-{budget}")),
-            device: pol::Device::Cpu,
-            demonstrations: Demonstrations::Collect(8),
-            epochs: 1,
-            batch_size: 4,
-            resume: false,
-        })
+        let mut sft = SftTrainer::new(bandit_sft(
+            &cfg,
+            dir.path().join(format!("run-{budget}")),
+            Demonstrations::Collect(8),
+            1,
+        ))
         .unwrap();
         let step = [0, 1, 2, 3];
         let n_passes = passes::plan(sft.samples(), &step, 1, budget).len();
@@ -707,19 +708,10 @@ fn a_resumed_sft_run_repeats_the_uninterrupted_one() {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(&dir.path().join("model"), 5);
     let cfg = learning_config(&model, "[seed]\nsampler = 3\n");
-    let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
     let setup = |run: &str, epochs: u32, resume: bool, demonstrations| SftSetup {
         lr: 2e-3,
-        config: cfg.clone(),
-        make_env: Box::new(move || bandit("")),
-        plugin_sha256: "native".into(),
-        env_source: "bandit".into(),
-        run_dir: dir.path().join(run),
-        device: pol::Device::Cpu,
-        demonstrations,
-        epochs,
-        batch_size: 4,
         resume,
+        ..bandit_sft(&cfg, dir.path().join(run), demonstrations, epochs)
     };
     let quiet = &mut |_: &TrainEvent<'_>| Ok(());
     let strip = |m: &Metrics| -> Metrics {

@@ -5,10 +5,10 @@
 //!
 //! With it on, once a response reaches its answer the sampler may emit only
 //! `Name ( sep Name )* </answer>` with the env's action names (at least
-//! `rollout.constrained_min_actions`, at most `agent_proxy.max_actions_per_turn`), then the end-of-turn token: right after the forced
-//! `<answer>` without thinking; after the model's `</think>`, or after
-//! `rollout.max_think_tokens` free tokens (the host then appends `</think><answer>`), with
-//! thinking. Names match case-insensitively, as the host maps them
+//! `rollout.constrained_min_actions`, at most `agent_proxy.max_actions_per_turn`), then the
+//! end-of-turn token: right after the forced `<answer>` without thinking; after the model's
+//! `</think>`, or after `rollout.max_think_tokens` free tokens (the host then appends
+//! `</think><answer>`), with thinking. Names match case-insensitively, as the host maps them
 //! (`prompt::map_actions`). See `ragen_gym_policy::constrain` for the sources (vLLM's guided
 //! decoding; TWOSOME, arXiv 2401.14151).
 

@@ -1,6 +1,6 @@
 //! The answer grammar ([`ActionGrammar`]) and its byte automaton: `Name ( sep Name )*
-//! </answer>` with `min_actions` to `max_actions` names, each name optionally after one space, read byte
-//! by byte over a trie of the (case-folded) names and determinised on demand.
+//! </answer>` with `min_actions` to `max_actions` names, each name optionally after one space,
+//! read byte by byte over a trie of the (case-folded) names and determinised on demand.
 
 use std::collections::HashMap;
 

@@ -129,9 +129,10 @@ impl ActionIndex {
     /// # Errors
     /// [`PolicyError::InvalidArgument`] for an empty name list, an empty or blank name, a name
     /// with surrounding whitespace or containing the separator or `</answer>`, an empty
-    /// separator, `max_actions` outside 1..=255 or `min_actions` outside 1..=`max_actions`; [`PolicyError::UnspellableAction`] naming an
-    /// action the vocabulary cannot spell; [`PolicyError::Tokenizer`] when the vocabulary cannot
-    /// spell the answer tags, or decodes tokens differently alone than in sequence.
+    /// separator, `max_actions` outside 1..=255 or `min_actions` outside 1..=`max_actions`;
+    /// [`PolicyError::UnspellableAction`] naming an action the vocabulary cannot spell;
+    /// [`PolicyError::Tokenizer`] when the vocabulary cannot spell the answer tags, or decodes
+    /// tokens differently alone than in sequence.
     pub fn new(grammar: &ActionGrammar, tokenizer: &Tokenizer) -> Result<Self> {
         check_grammar(grammar)?;
         let vocab = Vocab::new(tokenizer);

@@ -38,6 +38,22 @@ fn grammar(names: &[&str], max: usize, case_insensitive: bool) -> ActionGrammar 
     }
 }
 
+/// The constraint of `g` without thinking: the answer starts right after `<answer>`.
+fn answer_only(g: &ActionGrammar, tok: &Tokenizer) -> Constraint {
+    Constraint {
+        index: Arc::new(ActionIndex::new(g, tok).unwrap()),
+        thinking: Thinking::Off,
+    }
+}
+
+/// `grammar(names, max, true)` holding each answer open until `min` names.
+fn at_least(names: &[&str], max: usize, min: usize) -> ActionGrammar {
+    ActionGrammar {
+        min_actions: min,
+        ..grammar(names, max, true)
+    }
+}
+
 fn id(tok: &Tokenizer, s: &str) -> u32 {
     tok.token_to_id(s)
         .unwrap_or_else(|| panic!("no token {s:?}"))
@@ -72,10 +88,7 @@ fn first_tokens_are_every_spelling_of_every_name() {
 #[test]
 fn replay_follows_the_grammar_and_caps_the_number_of_actions() {
     let tok = byte_tokenizer(|_| true, &MERGED);
-    let c = Constraint {
-        index: Arc::new(ActionIndex::new(&grammar(&["Left", "Up"], 2, true), &tok).unwrap()),
-        thinking: Thinking::Off,
-    };
+    let c = answer_only(&grammar(&["Left", "Up"], 2, true), &tok);
     let eot = tok.im_end_id();
     let seq = |toks: &[&str]| -> Vec<u32> { toks.iter().map(|s| id(&tok, s)).collect() };
     // " Left || up</answer>" then the end of turn.
@@ -105,19 +118,7 @@ fn replay_follows_the_grammar_and_caps_the_number_of_actions() {
 #[test]
 fn min_actions_holds_the_answer_open_until_that_many_names() {
     let tok = byte_tokenizer(|_| true, &MERGED);
-    let c = |min: usize| Constraint {
-        index: Arc::new(
-            ActionIndex::new(
-                &ActionGrammar {
-                    min_actions: min,
-                    ..grammar(&["Left", "Up"], 3, true)
-                },
-                &tok,
-            )
-            .unwrap(),
-        ),
-        thinking: Thinking::Off,
-    };
+    let [c1, c2, c3] = [1, 2, 3].map(|min| answer_only(&at_least(&["Left", "Up"], 3, min), &tok));
     let eot = tok.im_end_id();
     let seq = |toks: &[&str]| -> Vec<u32> {
         let mut v: Vec<u32> = toks.iter().map(|s| id(&tok, s)).collect();
@@ -129,26 +130,26 @@ fn min_actions_holds_the_answer_open_until_that_many_names() {
     let three = seq(&["Up", "||", "Left", "||", "Up", "</answer>"]);
     // min 1 (RAGEN's freedom): any count from 1 to 3.
     for s in [&one, &two, &three] {
-        assert!(c(1).replay(s).is_ok());
+        assert!(c1.replay(s).is_ok());
     }
     // min 2: closing after one name is refused at the close (position 1), two or three pass.
-    let e = c(2).replay(&one).unwrap_err().to_string();
+    let e = c2.replay(&one).unwrap_err().to_string();
     assert!(e.contains("position 1"), "{e}");
-    assert!(c(2).replay(&two).is_ok() && c(2).replay(&three).is_ok());
+    assert!(c2.replay(&two).is_ok() && c2.replay(&three).is_ok());
     // min 3 = max: only the whole turn. Closing after two names is refused at the close
     // (position 3), and after the third name only the close is allowed.
-    let e = c(3).replay(&two).unwrap_err().to_string();
+    let e = c3.replay(&two).unwrap_err().to_string();
     assert!(e.contains("position 3"), "{e}");
-    assert!(c(3).replay(&three).is_ok());
+    assert!(c3.replay(&three).is_ok());
     assert!(
-        c(3).replay(&seq(&["Up", "||", "Left", "||", "Up", "||"]))
+        c3.replay(&seq(&["Up", "||", "Left", "||", "Up", "||"]))
             .is_err()
     );
     // The shortest answer grows by a separator and a name per required name: "Up" +
     // "</answer>" is 2 tokens; "Up" + "||" + "Up" + "||" + "Up" + "</answer>" is 6.
-    assert_eq!(c(1).index.min_answer_tokens(), 2);
-    assert_eq!(c(2).index.min_answer_tokens(), 4);
-    assert_eq!(c(3).index.min_answer_tokens(), 6);
+    assert_eq!(c1.index.min_answer_tokens(), 2);
+    assert_eq!(c2.index.min_answer_tokens(), 4);
+    assert_eq!(c3.index.min_answer_tokens(), 6);
 }
 
 #[test]
@@ -236,19 +237,10 @@ fn an_action_the_vocabulary_cannot_spell_is_an_error_naming_it() {
         (grammar(&[" Up"], 1, true), "whitespace"),
         (grammar(&["Up"], 0, true), "max_actions_per_turn"),
         (
-            ActionGrammar {
-                min_actions: 3,
-                ..grammar(&["Up"], 2, true)
-            },
+            at_least(&["Up"], 2, 3),
             "min_actions 3 is outside 1..=max_actions_per_turn (2)",
         ),
-        (
-            ActionGrammar {
-                min_actions: 0,
-                ..grammar(&["Up"], 2, true)
-            },
-            "min_actions 0",
-        ),
+        (at_least(&["Up"], 2, 0), "min_actions 0"),
     ] {
         let e = ActionIndex::new(&g, &tiny_tokenizer())
             .unwrap_err()
@@ -373,19 +365,7 @@ fn sampled_answers_hold_min_actions_names() {
     let names = ["Left", "Down", "Right", "Up"];
     let policy = Policy::new(&m, Trainable::Full, 0).unwrap();
     let counts = |min: usize| -> Vec<usize> {
-        let c = Constraint {
-            index: Arc::new(
-                ActionIndex::new(
-                    &ActionGrammar {
-                        min_actions: min,
-                        ..grammar(&names, 3, true)
-                    },
-                    tok,
-                )
-                .unwrap(),
-            ),
-            thinking: Thinking::Off,
-        };
+        let c = answer_only(&at_least(&names, 3, min), tok);
         let params = SamplingParams {
             temperature: 1.0,
             max_new_tokens: 80,
@@ -525,11 +505,7 @@ fn first_ppo_ratio_is_one_with_the_mask_and_forced_tokens_have_no_gradient() {
 fn replaying_a_sample_gives_its_recorded_kinds() {
     let m = tiny();
     let tok = &m.tokenizer;
-    let index = Arc::new(ActionIndex::new(&grammar(&["Left", "Up"], 3, true), tok).unwrap());
-    let c = Constraint {
-        index,
-        thinking: Thinking::Off,
-    };
+    let c = answer_only(&grammar(&["Left", "Up"], 3, true), tok);
     let policy = Policy::new(&m, Trainable::Full, 0).unwrap();
     let params = SamplingParams {
         temperature: 1.0,
