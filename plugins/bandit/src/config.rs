@@ -19,7 +19,7 @@ pub enum Payout {
     /// arm (a ragen-gym option, not RAGEN's): the Rao-Blackwellised reward, `E[reward | arm]`.
     /// Without a reward filter the expected policy gradient is the same as with sampled payouts
     /// and only the payout noise is gone; `success` (the high arm was picked) does not change.
-    /// It changes what the reward is, so it is opt-in (README, "Learning on a laptop").
+    /// It changes what the reward is, so it is opt-in (docs/learning.md, "Bandit").
     Expected,
 }
 
