@@ -57,7 +57,8 @@ if ! cmp -s "$root/sdk/js/package-lock.json" "$js_tools/package-lock.json" \
   log "installing componentize-js into $js_tools (npm ci)"
   mkdir -p "$js_tools"
   cp "$root/sdk/js/package.json" "$root/sdk/js/package-lock.json" "$js_tools/"
-  npm ci --prefix "$js_tools" --no-audit --no-fund --loglevel=error
+  # npm prints its "added N packages" on stdout whatever the log level; stdout is the job's
+  npm ci --prefix "$js_tools" --no-audit --no-fund --loglevel=error >&2
 fi
 
 # 3. The default model.

@@ -34,8 +34,9 @@ pub struct SummaryReporter {
     episodes: usize,
     first: Option<(String, ValPoint)>,
     last: Option<(String, ValPoint)>,
-    /// `val-env/{tag}/expert_agreement` at the first and the last validation that had it.
-    agreement: Option<(f64, f64)>,
+    /// `val-env/{tag}/expert_agreement` (its name) at the first and the last validation that had
+    /// it.
+    agreement: Option<(String, f64, f64)>,
     /// This process continues a run (`--resume`): its earlier validations are in the run's
     /// metrics file, not here.
     resumed: bool,
@@ -81,15 +82,13 @@ pub(crate) fn val_metric<'m>(metrics: &'m Metrics, suffix: &str) -> Option<(&'m 
 
 /// `val-env/{tag}/expert_agreement` in `metrics`, if this iteration validated on an env with an
 /// expert.
-fn val_agreement(metrics: &Metrics) -> Option<f64> {
-    val_metric(metrics, "/expert_agreement").map(|(_, v)| *v)
+fn val_agreement(metrics: &Metrics) -> Option<(&String, f64)> {
+    val_metric(metrics, "/expert_agreement").map(|(k, v)| (k, *v))
 }
 
 /// The closing line on the expert: the share of validation steps it would also have taken.
-fn agreement_line(first: f64, last: f64) -> String {
-    format!(
-        "  steps the expert would also take (val-env/<tag>/expert_agreement): {first:.3} -> {last:.3}"
-    )
+fn agreement_line(metric: &str, first: f64, last: f64) -> String {
+    format!("  steps the expert would also take ({metric}): {first:.3} -> {last:.3}")
 }
 
 /// The summary's lines: before, after, the change in standard errors of the difference
@@ -158,9 +157,9 @@ impl Reporter for SummaryReporter {
                     }
                     self.last = Some(p);
                 }
-                if let Some(a) = val_agreement(metrics) {
-                    let first = self.agreement.map_or(a, |(f, _)| f);
-                    self.agreement = Some((first, a));
+                if let Some((name, a)) = val_agreement(metrics) {
+                    let first = self.agreement.as_ref().map_or(a, |(_, f, _)| *f);
+                    self.agreement = Some((name.clone(), first, a));
                 }
             }
             TrainEvent::Finished { .. } => {
@@ -174,8 +173,8 @@ impl Reporter for SummaryReporter {
                     ) {
                         println!("{line}");
                     }
-                    if let Some((first, last)) = self.agreement {
-                        println!("{}", agreement_line(first, last));
+                    if let Some((metric, first, last)) = &self.agreement {
+                        println!("{}", agreement_line(metric, *first, *last));
                     }
                 }
             }
@@ -256,11 +255,13 @@ mod tests {
             ("train/FrozenLake/expert_agreement".to_string(), 0.9),
             ("val-env/FrozenLake/expert_agreement".to_string(), 0.4375),
         ]);
-        assert_eq!(val_agreement(&m), Some(0.4375));
+        let (name, value) = val_agreement(&m).expect("a validation's agreement");
+        assert_eq!((name.as_str(), value), ("val-env/FrozenLake/expert_agreement", 0.4375));
         assert_eq!(val_agreement(&Metrics::new()), None);
+        // the line names the env's own metric, as the success line does
         assert_eq!(
-            agreement_line(0.4, 0.65),
-            "  steps the expert would also take (val-env/<tag>/expert_agreement): 0.400 -> 0.650"
+            agreement_line(name, 0.4, 0.65),
+            "  steps the expert would also take (val-env/FrozenLake/expert_agreement): 0.400 -> 0.650"
         );
     }
 
