@@ -256,7 +256,10 @@ mod tests {
             ("val-env/FrozenLake/expert_agreement".to_string(), 0.4375),
         ]);
         let (name, value) = val_agreement(&m).expect("a validation's agreement");
-        assert_eq!((name.as_str(), value), ("val-env/FrozenLake/expert_agreement", 0.4375));
+        assert_eq!(
+            (name.as_str(), value),
+            ("val-env/FrozenLake/expert_agreement", 0.4375)
+        );
         assert_eq!(val_agreement(&Metrics::new()), None);
         // the line names the env's own metric, as the success line does
         assert_eq!(
