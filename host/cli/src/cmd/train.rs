@@ -152,10 +152,7 @@ pub(crate) fn references(envs: &RunEnvs, config: &Config) -> anyhow::Result<Vec<
         .is_some_and(|n| !n.is_empty())
     {
         out.push(Reference {
-            policy: format!(
-                "random policy ({} uniform actions)",
-                env.spec().max_episode_steps
-            ),
+            policy: Reference::random_label(env.spec().max_episode_steps),
             success: success_rate(env.as_mut(), &seeds, PolicyKind::Random)?,
             episodes: seeds.len(),
         });

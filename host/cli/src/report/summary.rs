@@ -27,6 +27,15 @@ pub struct Reference {
     pub episodes: usize,
 }
 
+impl Reference {
+    /// The random policy's label: `random policy (10 uniform actions)`, `(1 uniform action)` for a
+    /// one-step env such as the Bandit.
+    pub fn random_label(max_episode_steps: u32) -> String {
+        let s = if max_episode_steps == 1 { "" } else { "s" };
+        format!("random policy ({max_episode_steps} uniform action{s})")
+    }
+}
+
 /// Collects the validations of a run and prints the summary when it finishes.
 #[derive(Debug, Default)]
 pub struct SummaryReporter {
@@ -246,6 +255,18 @@ mod tests {
                 "  random policy (10 uniform actions) on the same 256 seeds: 0.250",
                 "  expert policy (optimal: value iteration) on the same 256 seeds: 0.480",
             ]
+        );
+    }
+
+    #[test]
+    fn the_random_label_counts_its_actions() {
+        assert_eq!(
+            Reference::random_label(1),
+            "random policy (1 uniform action)"
+        );
+        assert_eq!(
+            Reference::random_label(10),
+            "random policy (10 uniform actions)"
         );
     }
 
