@@ -266,6 +266,8 @@ fn bandit_sft(
         device: pol::Device::Cpu,
         demonstrations,
         epochs,
+        schedule: ragen_gym_starpo::SftSchedule::default(),
+        val_every: 1,
         batch_size: 4,
         resume: false,
     }
@@ -754,7 +756,8 @@ fn a_resumed_sft_run_repeats_the_uninterrupted_one() {
             Some(SftProgress {
                 epoch: 3,
                 lr: 2e-3,
-                batch_size: 4
+                batch_size: 4,
+                schedule: ragen_gym_starpo::SftSchedule::default(),
             })
         )
     );
@@ -780,4 +783,91 @@ fn a_resumed_sft_run_repeats_the_uninterrupted_one() {
     // Nothing to continue: a run directory without a checkpoint.
     let m = refused("c");
     assert!(m.contains("no checkpoint") && m.contains("/c"), "{m}");
+}
+
+/// `sft`'s cosine schedule and sparse validation: with 8 demonstrations in batches of 4 (2 steps
+/// an epoch) over 3 epochs, the rate of each epoch's last step is half a cosine over the 6 steps
+/// (hand values: 2e-3 x (1 + cos(pi k / 6)) / 2 for k = 1, 3, 5); with `val_every = 2` the
+/// validation and the expert's log-prob run before training and after epochs 2 and 3 only. A run
+/// stopped in its second epoch (a reporter error, as a crash) and resumed with the same
+/// `--epochs` repeats the uninterrupted one, its schedule read from the checkpoint.
+#[test]
+fn sft_decays_its_rate_on_a_cosine_and_validates_every_n_epochs() {
+    use ragen_gym_starpo::config::WarmupStyle;
+    use ragen_gym_starpo::{Demonstrations, RunDir, SftSchedule, SftSetup, SftTrainer};
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(&dir.path().join("model"), 5);
+    let cfg = learning_config(&model, "[seed]\nsampler = 3\n");
+    let cosine = SftSchedule {
+        style: WarmupStyle::Cosine,
+        warmup_ratio: 0.0,
+    };
+    let setup = |run: &str, resume: bool, demonstrations| SftSetup {
+        lr: 2e-3,
+        schedule: cosine,
+        val_every: 2,
+        resume,
+        ..bandit_sft(&cfg, dir.path().join(run), demonstrations, 3)
+    };
+    let strip = |m: &Metrics| -> Metrics {
+        m.iter()
+            .filter(|(k, _)| !k.starts_with("timing_s/"))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    let straight = SftTrainer::new(setup("a", false, Demonstrations::Collect(8)))
+        .unwrap()
+        .train(&mut |_: &TrainEvent<'_>| Ok(()))
+        .unwrap();
+    let lrs: Vec<f64> = straight[1..].iter().map(|m| m["actor/lr"]).collect();
+    for (got, want) in lrs
+        .iter()
+        .zip([2e-3 * 0.933_012_7, 1e-3, 2e-3 * 0.066_987_3])
+    {
+        assert!((got - want).abs() < 1e-9, "{lrs:?}");
+    }
+    let validated: Vec<(f64, bool, bool)> = straight
+        .iter()
+        .map(|m| {
+            (
+                m["sft/epoch"],
+                m.contains_key("val-env/Bandit/success"),
+                m.contains_key("sft/expert_logp"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        validated,
+        vec![
+            (0.0, true, true),
+            (1.0, false, false),
+            (2.0, true, true),
+            (3.0, true, true)
+        ]
+    );
+    // Stopped during epoch 2, after epoch 1's checkpoint.
+    let mut first = SftTrainer::new(setup("b", false, Demonstrations::Collect(8))).unwrap();
+    let demos = first.demonstrations().to_vec();
+    let stop = first.train(&mut |e: &TrainEvent<'_>| match e {
+        TrainEvent::Progress { iteration: 2, .. } => Err("killed".into()),
+        _ => Ok(()),
+    });
+    assert!(stop.is_err());
+    let mut resumed = SftTrainer::new(SftSetup {
+        lr: 0.5,
+        schedule: SftSchedule::default(),
+        ..setup("b", true, Demonstrations::Given(demos))
+    })
+    .unwrap();
+    assert_eq!(resumed.epochs_done(), 1);
+    let later = resumed.train(&mut |_: &TrainEvent<'_>| Ok(())).unwrap();
+    assert_eq!(later.len(), 2);
+    for (a, b) in straight[2..].iter().zip(&later) {
+        assert_eq!(strip(a), strip(b));
+    }
+    let state = RunDir::open(&dir.path().join("b"))
+        .unwrap()
+        .read_trainer_state()
+        .unwrap();
+    assert_eq!(state.sft.unwrap().schedule, cosine);
 }

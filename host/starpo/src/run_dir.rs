@@ -117,16 +117,43 @@ pub struct TrainerState {
 }
 
 /// An `sft` run's place in `checkpoint/trainer_state.json`: `sft --resume` continues from it
-/// with the same learning rate and batch size (`train --resume` ignores it and starts RL at
-/// iteration 0).
+/// with the same learning rate, schedule and batch size (`train --resume` ignores it and starts
+/// RL at iteration 0).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SftProgress {
     /// Epochs completed.
     pub epoch: u32,
-    /// The learning rate of its optimiser steps.
+    /// The peak learning rate of its optimiser steps.
     pub lr: f64,
     /// Demonstrations per optimiser step.
     pub batch_size: usize,
+    /// How the learning rate moves over the optimiser steps (constant in checkpoints written
+    /// before `sft` had schedules).
+    #[serde(default)]
+    pub schedule: SftSchedule,
+}
+
+/// The learning-rate schedule of an `sft` run over all the optimiser steps of its `--epochs`:
+/// a linear warm-up over `warmup_ratio` of them, then the peak rate held (`constant`) or
+/// decayed along half a cosine to 0 at the last step (`cosine`), as
+/// [`crate::update::schedule`] builds `train`'s (verl `optim.warmup_style`; Hugging Face
+/// `transformers` `get_cosine_schedule_with_warmup`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SftSchedule {
+    /// After the warm-up: held or decayed.
+    pub style: crate::config::WarmupStyle,
+    /// The share of the optimiser steps that warm up, in [0, 1].
+    pub warmup_ratio: f64,
+}
+
+impl Default for SftSchedule {
+    /// The peak rate from the first step to the last (what `sft` did before it had schedules).
+    fn default() -> Self {
+        Self {
+            style: crate::config::WarmupStyle::Constant,
+            warmup_ratio: 0.0,
+        }
+    }
 }
 
 /// One line of `trajectories.jsonl`: a trajectory (its fields at the top level) and what

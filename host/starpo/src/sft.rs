@@ -10,12 +10,15 @@
 //!    `batch_size`, micro-batches of `actor.micro_batch_size` packed into shared-prefix passes as
 //!    the RL update packs them ([`crate::passes::plan`]); the loss is the token-mean
 //!    negative log-likelihood of the trained tokens (cross-entropy on the response tokens only),
-//!    minimised by the actor's AdamW with its gradient clip ([`crate::update::accumulate_and_step`]).
-//!    After each epoch: the validation protocol of `train` and a checkpoint.
+//!    minimised by the actor's AdamW with its gradient clip ([`crate::update::accumulate_and_step`]),
+//!    its learning rate following the run's [`SftSchedule`] over all the steps of its epochs.
+//!    After each epoch a checkpoint; after every `val_every`-th epoch and the last, the
+//!    validation protocol of `train` and the expert's token log-probability (together about half
+//!    an epoch's wall time on Sokoban, so long runs validate less often).
 //!
 //! The run directory is a `train` run directory at iteration 0 (`config.toml`, `run.json`,
 //! `checkpoint/`), so `ragen-gym train --resume DIR` continues it with RL. Its checkpoint also
-//! records the epochs done, the learning rate and the batch size ([`SftProgress`]), so an SFT
+//! records the epochs done, the learning rate, its schedule and the batch size ([`SftProgress`]), so an SFT
 //! run that stopped (or one to be taken further) continues with [`SftSetup::resume`]: the same
 //! weights, optimiser state and seeded epoch orders, so the epochs after it equal those of a run
 //! that never stopped.
@@ -33,8 +36,8 @@ use crate::models::Models;
 use crate::passes::{PassBatch, step_passes};
 use crate::policy_adapter::PrefixSharing;
 use crate::rollout::{EnvFactory, EnvPool, RolloutParams, answer_joiner, expert_rollout};
-use crate::run_dir::{RunDir, RunInfo, SftProgress, TrainerState};
-use crate::update::accumulate_and_step;
+use crate::run_dir::{RunDir, RunInfo, SftProgress, SftSchedule, TrainerState};
+use crate::update::{accumulate_and_step, schedule};
 use crate::validation::{ValidationRun, validate_run};
 use ragen_gym_core::{Trajectory, splitmix64};
 use ragen_gym_policy as pol;
@@ -67,8 +70,15 @@ pub struct SftSetup {
     pub demonstrations: Demonstrations,
     /// Passes over the demonstrations (in all, the resumed ones included).
     pub epochs: u32,
-    /// The learning rate (`train`'s `actor.actor_lr` unless set); a resumed run keeps its own.
+    /// The peak learning rate (`train`'s `actor.actor_lr` unless set); a resumed run keeps its
+    /// own.
     pub lr: f64,
+    /// How the learning rate moves over the steps of `epochs`; a resumed run keeps its own (its
+    /// decay then ends at this command's last epoch).
+    pub schedule: SftSchedule,
+    /// Validate (and score the expert's tokens) after every `val_every`-th epoch and after the
+    /// last; 1 (or 0): after every epoch.
+    pub val_every: u32,
     /// Samples per optimiser step; a resumed run keeps its own.
     pub batch_size: usize,
     /// Continue the SFT run in `run_dir` from its checkpoint (`config`, `run.json` and the
@@ -89,7 +99,9 @@ pub struct SftTrainer {
     samples: Vec<TrainSample>,
     epochs: u32,
     lr: f64,
+    schedule: SftSchedule,
     batch_size: usize,
+    val_every: u32,
     /// Epochs completed (those of the checkpoint when resuming).
     done: u32,
 }
@@ -110,6 +122,15 @@ impl SftTrainer {
                     "sft needs rollout.constrained_min_actions = 1, got {}: an expert's answer \
                      stops where its episode ends, with fewer names (set it for `train` after sft)",
                     cfg.rollout.constrained_min_actions
+                ),
+            }
+            .into());
+        }
+        if !(0.0..=1.0).contains(&setup.schedule.warmup_ratio) {
+            return Err(ConfigError::Invalid {
+                message: format!(
+                    "the sft warm-up ratio (--warmup-ratio) must be in [0, 1], got {}",
+                    setup.schedule.warmup_ratio
                 ),
             }
             .into());
@@ -163,10 +184,11 @@ impl SftTrainer {
             run.write_config(&cfg)?;
             run.write_run_info(&info)?;
         }
-        let (lr, batch_size, done) = match &progress {
-            Some(p) => (p.lr, p.batch_size, p.epoch),
-            None => (setup.lr, setup.batch_size.max(1), 0),
+        let (lr, schedule, batch_size, done) = match &progress {
+            Some(p) => (p.lr, p.schedule, p.batch_size, p.epoch),
+            None => (setup.lr, setup.schedule, setup.batch_size.max(1), 0),
         };
+
         Ok(Self {
             cfg,
             models,
@@ -179,7 +201,9 @@ impl SftTrainer {
             samples,
             epochs: setup.epochs,
             lr,
+            schedule,
             batch_size,
+            val_every: setup.val_every.max(1),
             done,
         })
     }
@@ -264,8 +288,10 @@ impl SftTrainer {
             let t0 = Instant::now();
             let mut m = self.epoch(epoch, &mut ev)?;
             m.insert("sft/epoch".into(), f64::from(epoch));
-            self.insert_expert_logp(&mut m)?;
-            self.validate(epoch, &mut m, &mut ev)?;
+            if epoch % self.val_every == 0 || epoch == self.epochs {
+                self.insert_expert_logp(&mut m)?;
+                self.validate(epoch, &mut m, &mut ev)?;
+            }
             m.insert("timing_s/step".into(), t0.elapsed().as_secs_f64());
             // The metrics line goes first, as in `train`: a crash before the checkpoint is
             // complete resumes from the previous epoch, which drops the line and writes it again.
@@ -297,14 +323,25 @@ impl SftTrainer {
     }
 
     /// One pass over the samples in a seeded order: `sft/loss` (mean over optimiser steps of
-    /// the mini-batch's token-mean NLL, before its step) and `sft/grad_norm`.
+    /// the mini-batch's token-mean NLL, before its step), `sft/grad_norm`, and `actor/lr` (the
+    /// rate of the epoch's last step).
     fn epoch(&mut self, epoch: u32, ev: &mut Emitter<'_>) -> Result<Metrics, TrainError> {
         let order = shuffled(self.samples.len(), self.cfg.seed.sampler, epoch);
         let steps: Vec<&[usize]> = order.chunks(self.batch_size).collect();
+        let per_epoch = steps.len() as u32;
+        let lrs = schedule(
+            self.lr,
+            self.schedule.warmup_ratio,
+            self.schedule.style,
+            per_epoch * self.epochs,
+        );
+        let first_step = u64::from(per_epoch * (epoch - 1));
+        let mut lr = self.lr;
         ev.phase(epoch, Phase::Update, steps.len());
         let pad = self.models.pad_id();
         let (mut loss_sum, mut norm_sum) = (0.0, 0.0);
         for (done, mb) in steps.iter().enumerate() {
+            lr = lrs.lr_at(first_step + done as u64);
             let policy = &self.models.policy;
             let samples = &self.samples;
             let mut loss = 0.0;
@@ -316,7 +353,7 @@ impl SftTrainer {
             let norm = accumulate_and_step(
                 policy.params(),
                 &mut self.models.actor_opt,
-                self.lr,
+                lr,
                 self.cfg.actor.grad_clip,
                 &passes,
                 accum,
@@ -346,7 +383,7 @@ impl SftTrainer {
         let mut m = self.demo_metrics();
         m.insert("sft/loss".into(), loss_sum / n);
         m.insert("sft/grad_norm".into(), norm_sum / n);
-        m.insert("actor/lr".into(), self.lr);
+        m.insert("actor/lr".into(), lr);
         Ok(m)
     }
 
@@ -379,6 +416,7 @@ impl SftTrainer {
                 epoch,
                 lr: self.lr,
                 batch_size: self.batch_size,
+                schedule: self.schedule,
             }),
         };
         self.models.save(&self.run, &state)?;

@@ -1,5 +1,5 @@
 //! `ragen-gym sft --env PLUGIN [--episodes N] [--demonstrations FILE] [--model M] [--run-dir DIR]
-//! [--epochs E] [--lr LR] [--batch-size B]`: supervised fine-tuning on the env expert's
+//! [--epochs E] [--lr LR] [--lr-schedule S] [--warmup-ratio R] [--batch-size B] [--val-every N]`: supervised fine-tuning on the env expert's
 //! demonstrations (`ragen_gym_starpo::sft`), the warm start of RAGEN v1's appendix C.
 //!
 //! The config is `train`'s (the same layers, so the same prompt, chat template, turn layout and
@@ -9,7 +9,8 @@
 //! `sft_trajectories.jsonl` (validation samples), `config.toml`, `run.json`,
 //! `ragen-gym.lock` and the checkpoint; `ragen-gym train --resume DIR` continues it with RL, and
 //! `ragen-gym sft --resume DIR --epochs N` with more epochs of SFT (or after a crash): the run's
-//! own config, demonstrations, learning rate and batch size, from its last completed epoch.
+//! own config, demonstrations, learning rate, schedule and batch size, from its last completed
+//! epoch.
 
 use crate::ExpectedError;
 use crate::cmd::train::{default_run_dir, references, resumed_base, user_config};
@@ -23,8 +24,9 @@ use crate::shared::plugins::write_lock;
 use crate::shared::run::RunEnvs;
 use crate::shared::sandbox::SandboxArgs;
 use anyhow::Context as _;
-use ragen_gym_starpo::Config;
+use ragen_gym_starpo::config::WarmupStyle;
 use ragen_gym_starpo::run_dir::read_trajectory_records;
+use ragen_gym_starpo::{Config, SftSchedule};
 use ragen_gym_starpo::{Demonstrations, Metrics, RunDir, SftSetup, SftTrainer, Split, TrainError};
 use std::path::PathBuf;
 
@@ -41,7 +43,8 @@ pub struct Args {
     /// Continue the SFT run in DIR from its last completed epoch up to `--epochs` in all (its
     /// own config, demonstrations, learning rate and batch size).
     #[arg(long, value_name = "DIR", conflicts_with_all = [
-        "demonstrations", "model", "config", "set", "run_dir", "lr", "batch_size", "no_cpu_profile"
+        "demonstrations", "model", "config", "set", "run_dir", "lr", "lr_schedule", "warmup_ratio",
+        "batch_size", "no_cpu_profile"
     ])]
     pub resume: Option<PathBuf>,
     /// Expert episodes to collect (seeds `seed.train + i`).
@@ -65,9 +68,21 @@ pub struct Args {
     /// Passes over the demonstrations.
     #[arg(long, default_value_t = 2)]
     pub epochs: u32,
-    /// Learning rate (default: the config's `actor.actor_lr`).
+    /// Learning rate (default: the config's `actor.actor_lr`); the peak rate of a schedule.
     #[arg(long)]
     pub lr: Option<f64>,
+    /// How the learning rate moves over the optimiser steps of all the epochs: `constant`, or
+    /// `cosine` (half a cosine down to 0 at the last step), after the warm-up.
+    #[arg(long = "lr-schedule", value_enum, default_value = "constant")]
+    pub lr_schedule: LrSchedule,
+    /// The share of the optimiser steps over which the rate rises linearly from 0, in [0, 1].
+    #[arg(long = "warmup-ratio", default_value_t = 0.0, value_name = "R", value_parser = ratio)]
+    pub warmup_ratio: f64,
+    /// Validate (and score the expert's tokens) after every N-th epoch and after the last,
+    /// instead of after each: both cost about half an epoch on Sokoban.
+    #[arg(long = "val-every", default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub val_every: u32,
     /// Demonstrations per optimiser step.
     #[arg(long = "batch-size", default_value_t = 8)]
     pub batch_size: usize,
@@ -80,6 +95,34 @@ pub struct Args {
     /// Sandbox limits and capability grants.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+}
+
+/// `--lr-schedule`: what the rate does after the warm-up (verl's `optim.warmup_style` names).
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum LrSchedule {
+    /// The peak rate until the last step.
+    Constant,
+    /// Half a cosine from the peak down to 0 at the last step.
+    Cosine,
+}
+
+impl From<LrSchedule> for WarmupStyle {
+    fn from(s: LrSchedule) -> Self {
+        match s {
+            LrSchedule::Constant => WarmupStyle::Constant,
+            LrSchedule::Cosine => WarmupStyle::Cosine,
+        }
+    }
+}
+
+/// A share in [0, 1] (`--warmup-ratio`).
+fn ratio(s: &str) -> Result<f64, String> {
+    let r: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&r) {
+        Ok(r)
+    } else {
+        Err(format!("{r} is not in [0, 1]"))
+    }
 }
 
 /// Read the demonstrations of `--demonstrations FILE`.
@@ -153,6 +196,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         device,
         demonstrations,
         epochs: args.epochs,
+        schedule: SftSchedule {
+            style: args.lr_schedule.into(),
+            warmup_ratio: args.warmup_ratio,
+        },
+        val_every: args.val_every,
         batch_size: args.batch_size,
         resume: args.resume.is_some(),
     })
