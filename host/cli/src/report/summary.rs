@@ -44,8 +44,8 @@ pub struct SummaryReporter {
     first: Option<(String, ValPoint)>,
     last: Option<(String, ValPoint)>,
     /// `val-env/{tag}/expert_agreement` (its name) at the first and the last validation that had
-    /// it.
-    agreement: Option<(String, f64, f64)>,
+    /// it (the first is `None` while there has been one such validation only).
+    agreement: Option<(String, Option<f64>, f64)>,
     /// This process continues a run (`--resume`): its earlier validations are in the run's
     /// metrics file, not here.
     resumed: bool,
@@ -95,9 +95,15 @@ fn val_agreement(metrics: &Metrics) -> Option<(&String, f64)> {
     val_metric(metrics, "/expert_agreement").map(|(k, v)| (k, *v))
 }
 
-/// The closing line on the expert: the share of validation steps it would also have taken.
-fn agreement_line(metric: &str, first: f64, last: f64) -> String {
-    format!("  steps the expert would also take ({metric}): {first:.3} -> {last:.3}")
+/// The closing line on the expert: the share of validation steps it would also have taken, at
+/// the first and last validations (the last alone when there was one).
+fn agreement_line(metric: &str, first: Option<f64>, last: f64) -> String {
+    match first {
+        Some(first) => {
+            format!("  steps the expert would also take ({metric}): {first:.3} -> {last:.3}")
+        }
+        None => format!("  steps the expert would also take ({metric}): {last:.3}"),
+    }
 }
 
 /// The summary's lines: before, after, the change in standard errors of the difference
@@ -167,7 +173,11 @@ impl Reporter for SummaryReporter {
                     self.last = Some(p);
                 }
                 if let Some((name, a)) = val_agreement(metrics) {
-                    let first = self.agreement.as_ref().map_or(a, |(_, f, _)| *f);
+                    // The first validation's value, once a second validation has come.
+                    let first = self
+                        .agreement
+                        .as_ref()
+                        .map(|(_, f, last)| f.unwrap_or(*last));
                     self.agreement = Some((name.clone(), first, a));
                 }
             }
@@ -284,8 +294,42 @@ mod tests {
         assert_eq!(val_agreement(&Metrics::new()), None);
         // the line names the env's own metric, as the success line does
         assert_eq!(
-            agreement_line(name, 0.4, 0.65),
+            agreement_line(name, Some(0.4), 0.65),
             "  steps the expert would also take (val-env/FrozenLake/expert_agreement): 0.400 -> 0.650"
+        );
+        // one validation (trainer.val_before_train = false): no before to show
+        assert_eq!(
+            agreement_line(name, None, 0.288),
+            "  steps the expert would also take (val-env/FrozenLake/expert_agreement): 0.288"
+        );
+    }
+
+    #[test]
+    fn the_agreement_has_a_first_value_once_a_second_validation_came() {
+        let mut r = SummaryReporter::new(256, Vec::new());
+        let val = |a: f64| Metrics::from([("val-env/SimpleSokoban/expert_agreement".into(), a)]);
+        let mut seen = Vec::new();
+        for (it, m) in [
+            (1, val(0.2)),
+            (2, Metrics::new()),
+            (3, val(0.3)),
+            (4, val(0.5)),
+        ] {
+            r.report(&TrainEvent::Metrics {
+                iteration: it,
+                metrics: &m,
+            })
+            .unwrap();
+            seen.push(r.agreement.as_ref().map(|(_, f, l)| (*f, *l)));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                Some((None, 0.2)),
+                Some((None, 0.2)),
+                Some((Some(0.2), 0.3)),
+                Some((Some(0.2), 0.5))
+            ]
         );
     }
 
