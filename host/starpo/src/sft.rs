@@ -10,18 +10,19 @@
 //!    `batch_size`, micro-batches of `actor.micro_batch_size` packed into shared-prefix passes as
 //!    the RL update packs them ([`crate::passes::plan`]); the loss is the token-mean
 //!    negative log-likelihood of the trained tokens (cross-entropy on the response tokens only),
-//!    minimised by the actor's AdamW with its gradient clip ([`crate::update::accumulate_and_step`]),
-//!    its learning rate following the run's [`SftSchedule`] over all the steps of its epochs.
+//!    minimised by the actor's AdamW with its gradient clip
+//!    ([`crate::update::accumulate_and_step`]), its learning rate following the run's
+//!    [`SftSchedule`] over all the steps of its epochs.
 //!    After each epoch a checkpoint; after every `val_every`-th epoch and the last, the
 //!    validation protocol of `train` and the expert's token log-probability (together about half
 //!    an epoch's wall time on Sokoban, so long runs validate less often).
 //!
 //! The run directory is a `train` run directory at iteration 0 (`config.toml`, `run.json`,
 //! `checkpoint/`), so `ragen-gym train --resume DIR` continues it with RL. Its checkpoint also
-//! records the epochs done, the learning rate, its schedule and the batch size ([`SftProgress`]), so an SFT
-//! run that stopped (or one to be taken further) continues with [`SftSetup::resume`]: the same
-//! weights, optimiser state and seeded epoch orders, so the epochs after it equal those of a run
-//! that never stopped.
+//! records the epochs done, the learning rate, its schedule and the batch size
+//! ([`SftProgress`]), so an SFT run that stopped (or one to be taken further) continues with
+//! [`SftSetup::resume`]: the same weights, optimiser state, rates and seeded epoch orders, so the
+//! epochs after it equal those of a run that never stopped.
 
 pub mod samples;
 
@@ -188,7 +189,6 @@ impl SftTrainer {
             Some(p) => (p.lr, p.schedule, p.batch_size, p.epoch),
             None => (setup.lr, setup.schedule, setup.batch_size.max(1), 0),
         };
-
         Ok(Self {
             cfg,
             models,

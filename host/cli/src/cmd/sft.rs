@@ -1,6 +1,7 @@
 //! `ragen-gym sft --env PLUGIN [--episodes N] [--demonstrations FILE] [--model M] [--run-dir DIR]
-//! [--epochs E] [--lr LR] [--lr-schedule S] [--warmup-ratio R] [--batch-size B] [--val-every N]`: supervised fine-tuning on the env expert's
-//! demonstrations (`ragen_gym_starpo::sft`), the warm start of RAGEN v1's appendix C.
+//! [--epochs E] [--lr LR] [--lr-schedule S] [--warmup-ratio R] [--batch-size B] [--val-every N]`:
+//! supervised fine-tuning on the env expert's demonstrations (`ragen_gym_starpo::sft`), the warm
+//! start of RAGEN v1's appendix C.
 //!
 //! The config is `train`'s (the same layers, so the same prompt, chat template, turn layout and
 //! answer format). The run directory holds `demonstrations.jsonl` (one
