@@ -441,6 +441,37 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
 mod tests {
     use super::*;
 
+    /// A checkpoint written before `sft` had schedules (session 51's `trainer_state.json`, no
+    /// `schedule` key) reads as the constant rate it ran with; a new one round-trips its cosine.
+    #[test]
+    fn an_sft_checkpoint_without_a_schedule_is_a_constant_rate() {
+        let old = r#"{"iteration": 0, "plugin_sha256": "ab", "env_id": "ragen/Sokoban-v0",
+                      "sft": {"epoch": 7, "lr": 0.001, "batch_size": 4}}"#;
+        let state: TrainerState = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            state.sft,
+            Some(SftProgress {
+                epoch: 7,
+                lr: 1e-3,
+                batch_size: 4,
+                schedule: SftSchedule {
+                    style: crate::config::WarmupStyle::Constant,
+                    warmup_ratio: 0.0,
+                },
+            })
+        );
+        let cosine = SftProgress {
+            schedule: SftSchedule {
+                style: crate::config::WarmupStyle::Cosine,
+                warmup_ratio: 0.05,
+            },
+            ..state.sft.clone().unwrap()
+        };
+        let text = serde_json::to_string(&cosine).unwrap();
+        assert!(text.contains(r#""style":"cosine""#), "{text}");
+        assert_eq!(serde_json::from_str::<SftProgress>(&text).unwrap(), cosine);
+    }
+
     /// A JSONL file is read up to the cap and refused, naming it, one byte past it: two lines
     /// of 9 bytes each (`{"a": 1}` and a newline) pass a cap of 18 and fail a cap of 17.
     #[test]
