@@ -66,7 +66,8 @@ pub struct Args {
     /// Where to write the run (default `runs/<env>-sft-<unix time>`).
     #[arg(long = "run-dir", value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
-    /// Passes over the demonstrations.
+    /// Passes over the demonstrations, in all (with `--resume`, those done included); a cosine
+    /// `--lr-schedule` reaches 0 at the last step of the last of them.
     #[arg(long, default_value_t = 2)]
     pub epochs: u32,
     /// Learning rate (default: the config's `actor.actor_lr`); the peak rate of a schedule.
