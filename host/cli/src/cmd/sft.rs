@@ -42,7 +42,7 @@ pub struct Args {
     )]
     pub env: Option<String>,
     /// Continue the SFT run in DIR from its last completed epoch up to `--epochs` in all (its
-    /// own config, demonstrations, learning rate and batch size).
+    /// own config, demonstrations, learning rate, schedule and batch size).
     #[arg(long, value_name = "DIR", conflicts_with_all = [
         "demonstrations", "model", "config", "set", "run_dir", "lr", "lr_schedule", "warmup_ratio",
         "batch_size", "no_cpu_profile"
