@@ -41,6 +41,22 @@ pub fn summary_line(iteration: u32, metrics: &Metrics) -> String {
     format!("iteration {iteration}: {}", parts.join(" "))
 }
 
+/// The line a run starts with: the iterations it will train, or, when a resumed run had already
+/// reached its last iteration, that none are left.
+pub fn started_line(start_iteration: u32, total: u32, batch: usize, params: usize) -> String {
+    if start_iteration > total {
+        format!(
+            "no iterations left to train: the run ended at iteration {total} \
+             (a larger --iterations, or sft's --epochs, continues it)"
+        )
+    } else {
+        format!(
+            "training iterations {start_iteration}..={total}: {batch} trajectories per rollout, \
+             {params} trainable parameters"
+        )
+    }
+}
+
 impl Reporter for ProgressReporter {
     fn report(&mut self, event: &TrainEvent<'_>) -> Result<(), ReportError> {
         match *event {
@@ -53,8 +69,8 @@ impl Reporter for ProgressReporter {
             } => {
                 self.total = total;
                 eprintln!(
-                    "training iterations {start_iteration}..={total}: {batch} trajectories per rollout, \
-                     {trainable_params} trainable parameters"
+                    "{}",
+                    started_line(start_iteration, total, batch, trainable_params)
                 );
             }
             TrainEvent::PhaseStarted {
@@ -115,6 +131,23 @@ impl Reporter for ProgressReporter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_started_line_says_when_no_iteration_is_left() {
+        assert_eq!(
+            started_line(3, 7, 32, 1_000),
+            "training iterations 3..=7: 32 trajectories per rollout, 1000 trainable parameters"
+        );
+        assert_eq!(
+            started_line(7, 7, 32, 1_000),
+            "training iterations 7..=7: 32 trajectories per rollout, 1000 trainable parameters"
+        );
+        assert_eq!(
+            started_line(8, 7, 32, 1_000),
+            "no iterations left to train: the run ended at iteration 7 \
+             (a larger --iterations, or sft's --epochs, continues it)"
+        );
+    }
 
     #[test]
     fn summary_line_follows_the_curves() {
