@@ -53,6 +53,9 @@ pub struct LlamaModel {
     pub(crate) norm: Tensor,
     /// [V, D]; `None` when tied to `embed_tokens`.
     lm_head: Option<Tensor>,
+    /// The lm_head for [`LlamaModel::lm_logits`] only, stored column-major
+    /// ([`LlamaModel::for_sampling`]); the fused log-prob kernel keeps reading `lm_head`.
+    sampling_head: Option<Tensor>,
     frozen_base: bool,
     dtype: DType,
     /// Use the fused CPU kernels ([`crate::ops`]) where they apply (f32 on the CPU).
@@ -89,6 +92,7 @@ impl LlamaModel {
             layers,
             norm,
             lm_head,
+            sampling_head: None,
             frozen_base: parts.frozen_base,
             dtype: compute_dtype(&device),
             fused: true,
@@ -119,6 +123,7 @@ impl LlamaModel {
             layers,
             norm: f(&self.norm)?,
             lm_head: self.lm_head.as_ref().map(&f).transpose()?,
+            sampling_head: self.sampling_head.as_ref().map(&f).transpose()?,
             frozen_base: self.frozen_base,
             dtype: self.dtype,
             fused: self.fused,
@@ -316,6 +321,40 @@ impl LlamaModel {
         Ok(m)
     }
 
+    /// A detached copy for sampling on the CPU whose projection and lm_head weights are stored
+    /// column-major: each `W` [out, in] becomes the transpose view of a contiguous [in, out]
+    /// buffer, so `x Wᵀ` hands the `gemm` crate a right-hand side it reads in place. The crate
+    /// computes a row-major product as its transpose, `W` as the left operand, and packs a
+    /// left operand stored row by row into column panels on every call
+    /// (`gemm-common` `gemm.rs`, `gemm_basic_generic`: `do_prepack_lhs` / `do_pack_lhs` when
+    /// `lhs_rs != 1`); at a decode step of a few rows that repacking of every weight costs
+    /// more than the product. Products of many rows are the same sums in the same order; a
+    /// decode step's few rows are summed in another order by the crate, so logits differ in
+    /// their last bits (`tests::sampling::the_sampling_layout_gives_the_same_logits`). The
+    /// projections and the lm_head are copies (the row-major lm_head stays, shared, for the
+    /// embedding and the fused log-prob kernel), the norms and the embedding shared views, so the
+    /// model does not follow later optimiser steps as a whole: make one per rollout. Other
+    /// devices and compute dtypes than the CPU's f32 get [`LlamaModel::detached`].
+    ///
+    /// # Errors
+    /// Tensor errors (allocation).
+    pub fn for_sampling(&self) -> Result<Self> {
+        let mut m = self.detached();
+        if !self.device().is_cpu() || self.dtype != DType::F32 {
+            return Ok(m);
+        }
+        let column_major = |w: &Tensor| -> Result<Tensor> { Ok(w.t()?.contiguous()?.t()?) };
+        for l in &mut m.layers {
+            for lin in l.projections_mut() {
+                if lin.lora.is_none() && lin.weight.rank() == 2 {
+                    lin.weight = column_major(&lin.weight)?;
+                }
+            }
+        }
+        m.sampling_head = Some(column_major(m.lm_head_weight())?);
+        Ok(m)
+    }
+
     /// Final hidden states after the last RMSNorm.
     ///
     /// * `input_ids`: [B, T] u32, the new tokens (T = all tokens without a cache, 1 per decode
@@ -388,7 +427,11 @@ impl LlamaModel {
     /// # Errors
     /// Shape mismatch.
     pub fn lm_logits(&self, hidden: &Tensor) -> Result<Tensor> {
-        let w = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        let w = self
+            .sampling_head
+            .as_ref()
+            .or(self.lm_head.as_ref())
+            .unwrap_or(&self.embed_tokens);
         let rows = hidden.elem_count() / self.cfg.hidden_size.max(1);
         crate::flops::add_head(&self.cfg, rows as u64, self.training());
         let head = Linear {

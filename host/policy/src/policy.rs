@@ -201,18 +201,19 @@ impl Policy {
         self.model.detached()
     }
 
-    /// The model a rollout samples from: [`Policy::sampler`] for full fine-tuning, and for LoRA a
-    /// copy with the adapters merged into the base weights ([`LlamaModel::merged_lora`]), made
-    /// now, so it does not see later optimiser steps: make one per rollout. Sampling then runs one
-    /// GEMM per projection, as a model without adapters does; training and scoring keep the
-    /// adapters unmerged ([`Policy::model`], [`Policy::sampler`]).
+    /// The model a rollout samples from: a copy of the current weights, for LoRA with the
+    /// adapters merged into the base weights ([`LlamaModel::merged_lora`]), stored as sampling
+    /// reads them fastest on the CPU ([`LlamaModel::for_sampling`]). Its projections are copies
+    /// made now, which later optimiser steps do not reach: make one per rollout. Sampling then
+    /// runs one GEMM per projection, as a model without adapters does; training and scoring keep
+    /// the adapters unmerged ([`Policy::model`], [`Policy::sampler`]).
     ///
     /// # Errors
     /// Allocation failures.
     pub fn rollout_model(&self) -> Result<LlamaModel> {
         match self.trainable {
-            Trainable::Full => Ok(self.sampler()),
-            Trainable::Lora(_) => self.model.merged_lora(),
+            Trainable::Full => self.sampler().for_sampling(),
+            Trainable::Lora(_) => self.model.merged_lora()?.for_sampling(),
         }
     }
 

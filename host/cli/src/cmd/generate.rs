@@ -51,7 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(ragen_gym_policy::default_model_path);
     let loaded = ragen_gym_policy::load_on(&path, &device).context("failed to load the model")?;
     let load_s = t0.elapsed().as_secs_f64();
-    let model = loaded.frozen_model()?;
+    let model = loaded.frozen_model()?.for_sampling()?;
     let tok = &loaded.tokenizer;
     let mut messages = Vec::new();
     if let Some(sys) = args.system.clone().or_else(|| tok.default_system_prompt()) {

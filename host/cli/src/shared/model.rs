@@ -16,7 +16,7 @@ pub fn load_model(
     if spec == "default" {
         let loaded = pol::load_on(&pol::default_model_path(), device)?;
         return Ok((
-            loaded.frozen_model()?,
+            loaded.frozen_model()?.for_sampling()?,
             loaded.tokenizer.clone(),
             loaded.source.clone(),
         ));
@@ -35,7 +35,7 @@ pub fn load_model(
     }
     let loaded = pol::load_on(p, device).with_context(|| format!("failed to load model {spec}"))?;
     Ok((
-        loaded.frozen_model()?,
+        loaded.frozen_model()?.for_sampling()?,
         loaded.tokenizer.clone(),
         loaded.source.clone(),
     ))

@@ -111,16 +111,25 @@ fn rollout_model_merges_lora_and_scores_as_the_unmerged_model() {
     }
 }
 
-/// A fully fine-tuned policy has no adapters: its rollout model shares the trained weights and
-/// scores exactly as the policy does.
+/// A fully fine-tuned policy has no adapters: its rollout model holds copies of the trained
+/// projections (stored for sampling, [`LlamaModel::for_sampling`]) and scores as the policy does,
+/// up to float rounding; one made after an optimiser step scores as the stepped policy.
 #[test]
-fn rollout_model_of_a_full_policy_is_the_policy() {
+fn rollout_model_of_a_full_policy_scores_as_the_policy() {
     let loaded = tiny_loaded(tiny_cfg(), 12);
     let policy = Policy::new(&loaded, Trainable::Full, 7).unwrap();
     let batch = tiny_batch();
-    let a = score(policy.model(), &batch).unwrap().logprobs;
-    let b = score(&policy.rollout_model().unwrap(), &batch)
-        .unwrap()
-        .logprobs;
-    assert_eq!(max_abs(&(a - b).unwrap()), 0.0);
+    let lp = |m: &LlamaModel| score(m, &batch).unwrap().logprobs;
+    let d = |a: &Tensor, b: &Tensor| max_abs(&(a - b).unwrap());
+    let before = lp(policy.model());
+    assert!(d(&lp(&policy.rollout_model().unwrap()), &before) < 1e-5);
+    let mut opt = adamw(policy.params(), 1e-2);
+    let g = ParamGrads::from_store(
+        nll(policy.model(), &batch).backward().unwrap(),
+        policy.params(),
+    );
+    opt.step(&g, 1e-2).unwrap();
+    let after = lp(policy.model());
+    assert!(d(&after, &before) > 1e-4, "the step moved nothing");
+    assert!(d(&lp(&policy.rollout_model().unwrap()), &after) < 1e-5);
 }

@@ -108,7 +108,7 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
     )?;
     report["prompt_ids"] = serde_json::json!(prompt);
     if !args.no_sample {
-        let model = loaded.frozen_model()?;
+        let model = loaded.frozen_model()?.for_sampling()?;
         bench_sampling(
             &model,
             &loaded.tokenizer,
