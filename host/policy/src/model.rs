@@ -321,37 +321,42 @@ impl LlamaModel {
         Ok(m)
     }
 
-    /// A detached copy for sampling on the CPU whose projection and lm_head weights are stored
-    /// column-major: each `W` [out, in] becomes the transpose view of a contiguous [in, out]
-    /// buffer, so `x Wᵀ` hands the `gemm` crate a right-hand side it reads in place. The crate
-    /// computes a row-major product as its transpose, `W` as the left operand, and packs a
-    /// left operand stored row by row into column panels on every call
+    /// A detached copy for sampling, with every LoRA adapter merged ([`LlamaModel::merged_lora`]),
+    /// whose projection and lm_head weights are stored column-major on the CPU: each `W`
+    /// [out, in] (`W + scale · B A` where an adapter is) becomes the transpose view of a
+    /// contiguous [in, out] buffer, so `x Wᵀ` hands the `gemm` crate a right-hand side it reads
+    /// in place. The crate computes a row-major product as its transpose, `W` as the left
+    /// operand, and packs a left operand stored row by row into column panels on every call
     /// (`gemm-common` `gemm.rs`, `gemm_basic_generic`: `do_prepack_lhs` / `do_pack_lhs` when
     /// `lhs_rs != 1`); at a decode step of a few rows that repacking of every weight costs
     /// more than the product. Products of many rows are the same sums in the same order; a
     /// decode step's few rows are summed in another order by the crate, so logits differ in
     /// their last bits (`tests::sampling::the_sampling_layout_gives_the_same_logits`). The
-    /// projections and the lm_head are copies (the row-major lm_head stays, shared, for the
-    /// embedding and the fused log-prob kernel), the norms and the embedding shared views, so the
-    /// model does not follow later optimiser steps as a whole: make one per rollout. Other
-    /// devices and compute dtypes than the CPU's f32 get [`LlamaModel::detached`].
+    /// projections and the lm_head are copies, built one at a time (the row-major lm_head stays,
+    /// shared, for the embedding and the fused log-prob kernel), the norms and the embedding
+    /// shared views, so the model does not follow later optimiser steps as a whole: make one per
+    /// rollout. Other devices and compute dtypes than the CPU's f32 get
+    /// [`LlamaModel::merged_lora`].
     ///
     /// # Errors
     /// Tensor errors (allocation).
     pub fn for_sampling(&self) -> Result<Self> {
-        let mut m = self.detached();
         if !self.device().is_cpu() || self.dtype != DType::F32 {
-            return Ok(m);
+            return self.merged_lora();
         }
-        let column_major = |w: &Tensor| -> Result<Tensor> { Ok(w.t()?.contiguous()?.t()?) };
+        let mut m = self.detached();
         for l in &mut m.layers {
             for lin in l.projections_mut() {
-                if lin.lora.is_none() && lin.weight.rank() == 2 {
-                    lin.weight = column_major(&lin.weight)?;
-                }
+                // Wᵀ (+ scale · Aᵀ Bᵀ), contiguous [in, out]; its transpose view is W's shape.
+                let wt = lin.weight.t()?;
+                let wt = match lin.lora.take() {
+                    None => wt.contiguous()?,
+                    Some(a) => (wt + a.a.t()?.matmul(&a.b.t()?)?.affine(a.scale, 0.0)?)?,
+                };
+                lin.weight = wt.t()?;
             }
         }
-        m.sampling_head = Some(column_major(m.lm_head_weight())?);
+        m.sampling_head = Some(m.lm_head_weight().t()?.contiguous()?.t()?);
         Ok(m)
     }
 

@@ -211,10 +211,7 @@ impl Policy {
     /// # Errors
     /// Allocation failures.
     pub fn rollout_model(&self) -> Result<LlamaModel> {
-        match self.trainable {
-            Trainable::Full => self.sampler().for_sampling(),
-            Trainable::Lora(_) => self.model.merged_lora()?.for_sampling(),
-        }
+        self.model.for_sampling()
     }
 
     /// A frozen reference policy with the current weights (full: a copy; LoRA: the base model,
