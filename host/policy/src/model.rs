@@ -347,13 +347,7 @@ impl LlamaModel {
         let mut m = self.detached();
         for l in &mut m.layers {
             for lin in l.projections_mut() {
-                // Wᵀ (+ scale · Aᵀ Bᵀ), contiguous [in, out]; its transpose view is W's shape.
-                let wt = lin.weight.t()?;
-                let wt = match lin.lora.take() {
-                    None => wt.contiguous()?,
-                    Some(a) => (wt + a.a.t()?.matmul(&a.b.t()?)?.affine(a.scale, 0.0)?)?,
-                };
-                lin.weight = wt.t()?;
+                *lin = lin.column_major()?;
             }
         }
         m.sampling_head = Some(m.lm_head_weight().t()?.contiguous()?.t()?);

@@ -86,6 +86,24 @@ impl Linear {
         })
     }
 
+    /// The same projection for sampling ([`super::LlamaModel::for_sampling`]): the merged weight
+    /// of [`Linear::merged_weight`] computed as its transpose, `Wᵀ + scale · Aᵀ Bᵀ`, into a
+    /// contiguous [in, out] buffer and kept as that buffer's transpose view (column-major
+    /// [out, in]), with no adapter.
+    pub(super) fn column_major(&self) -> Result<Self> {
+        let wt = self.weight.t()?;
+        let wt = match &self.lora {
+            None => wt.contiguous()?,
+            Some(l) => (wt + l.a.t()?.matmul(&l.b.t()?)?.affine(l.scale, 0.0)?)?,
+        };
+        Ok(Self {
+            weight: wt.t()?,
+            bias: self.bias.clone(),
+            lora: None,
+            frozen_base: self.frozen_base,
+        })
+    }
+
     /// `W + scale · B A`, shape [out, in] (the weight a Hugging Face checkpoint should hold).
     pub(super) fn merged_weight(&self) -> Result<Tensor> {
         match &self.lora {
