@@ -441,7 +441,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
 mod tests {
     use super::*;
 
-    /// A checkpoint written before `sft` had schedules (session 51's `trainer_state.json`, no
+    /// A checkpoint written before `sft` had schedules (a `trainer_state.json` whose `sft` has no
     /// `schedule` key) reads as the constant rate it ran with; a new one round-trips its cosine.
     #[test]
     fn an_sft_checkpoint_without_a_schedule_is_a_constant_rate() {
