@@ -188,33 +188,46 @@ impl ManifestParts {
     }
 }
 
-/// Panic unless `id` is one the host accepts: non-empty, at most [`MAX_ID_BYTES`], with a `/`
-/// between a namespace and a name, and no whitespace or control characters. In a `const`
-/// context (the export macros) the panic is a compile error.
-pub const fn check_id(id: &str) {
+/// Why the host refuses `id`, or `None` when it accepts it. The rule is the shape of Gymnasium's
+/// env ids (`ENV_ID_RE` in `gymnasium/envs/registration.py`), read in ASCII and with the
+/// namespace required: `namespace/Name-vN`, each side of the one `/` non-empty and made of
+/// letters, digits, `_`, `:`, `.` and `-`, at most [`MAX_ID_BYTES`] bytes in all. (The `-vN` is
+/// optional, as in Gymnasium; `ragen-gym check` asks for it.) A `const fn`, so the export
+/// macros check ids at compile time and the host (`ragen_gym_core::check_id`) and the
+/// build tool check them with the same code.
+pub const fn id_problem(id: &str) -> Option<&'static str> {
     let b = id.as_bytes();
-    assert!(
-        !b.is_empty() && b.len() <= MAX_ID_BYTES,
-        "the plugin ID must be 1 to 128 bytes, `namespace/Name-vN`"
-    );
+    if b.is_empty() || b.len() > MAX_ID_BYTES {
+        return Some("it must be 1 to 128 bytes");
+    }
     let mut slash = None;
     let mut i = 0;
     while i < b.len() {
-        assert!(
-            b[i] > b' ' && b[i] != 0x7f,
-            "the plugin ID must not contain whitespace or control characters"
-        );
-        if b[i] == b'/' && slash.is_none() {
+        let c = b[i];
+        if c == b'/' {
+            if slash.is_some() {
+                return Some("it has more than one `/`");
+            }
             slash = Some(i);
+        } else if !(c.is_ascii_alphanumeric() || c == b'_' || c == b':' || c == b'.' || c == b'-') {
+            return Some(
+                "only ASCII letters, digits, `_`, `:`, `.` and `-` may stand around the `/`",
+            );
         }
         i += 1;
     }
     match slash {
-        Some(at) => assert!(
-            at > 0 && at + 1 < b.len(),
-            "the plugin ID must be `namespace/Name-vN`: a namespace and a name around the `/`"
-        ),
-        None => panic!("the plugin ID must be `namespace/Name-vN`: it has no `/`"),
+        Some(at) if at > 0 && at + 1 < b.len() => None,
+        Some(_) => Some("it needs a namespace and a name around the `/`"),
+        None => Some("it has no `/` between a namespace and a name"),
+    }
+}
+
+/// Panic unless `id` is one the host accepts ([`id_problem`] gives the rule). In a `const`
+/// context (the export macros) the panic is a compile error.
+pub const fn check_id(id: &str) {
+    if let Some(why) = id_problem(id) {
+        panic!("{}", why);
     }
 }
 
@@ -345,7 +358,9 @@ mod tests {
     #[test]
     fn ids_the_host_refuses_panic() {
         check_id("a/B-v0");
-        for bad in ["", "noslash", "/B-v0", "a/", "a/B v0", "a/B\t"] {
+        for bad in [
+            "", "noslash", "/B-v0", "a/", "a/B v0", "a/B\t", "a/b/c", "/", "a/B?", "ü/B",
+        ] {
             assert!(
                 std::panic::catch_unwind(|| check_id(bad)).is_err(),
                 "{bad:?}"

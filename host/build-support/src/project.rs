@@ -344,22 +344,9 @@ fn pinned_requirement(path: &Path, name: &str) -> Result<String, BuildError> {
         .ok_or_else(|| BuildError::field(path, name, format!("must be pinned as `{name}==X.Y.Z`")))
 }
 
-/// The host's id rules (`namespace/Name-vN`: a `/` between non-empty parts, at most 128 bytes,
-/// no whitespace or control characters).
-pub fn check_id(id: &str) -> Result<(), String> {
-    let ok = id.len() <= 128
-        && !id.chars().any(|c| c.is_whitespace() || c.is_control())
-        && id
-            .split_once('/')
-            .is_some_and(|(ns, name)| !ns.is_empty() && !name.is_empty());
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{id:?} is not `namespace/Name-vN` (at most 128 bytes, no spaces)"
-        ))
-    }
-}
+/// The host's id rule, as an error naming the id (`ragen_gym_core::check_id`: the code the
+/// host runs at load and the SDK's export macros at compile time).
+pub use ragen_gym_core::check_id;
 
 /// The newest modification time of the files under `dirs` (recursively; `__pycache__`,
 /// `node_modules`, `build` and `target` skipped): what a rebuild depends on.

@@ -222,14 +222,12 @@ fn limits(env: &mut dyn Env) -> Result<(), String> {
 
 fn check_spec(env: &dyn Env) -> Result<(), String> {
     let s = env.spec();
-    let (ns, name) =
-        s.id.split_once('/')
-            .ok_or_else(|| format!("id {:?} is not `namespace/Name-vN`", s.id))?;
-    let versioned = name.rsplit_once("-v").is_some_and(|(n, v)| {
-        !n.is_empty() && !v.is_empty() && v.chars().all(|c| c.is_ascii_digit())
+    crate::check_id(&s.id).map_err(|e| format!("id {e}"))?;
+    let versioned = s.id.rsplit_once("-v").is_some_and(|(n, v)| {
+        !n.ends_with('/') && !v.is_empty() && v.chars().all(|c| c.is_ascii_digit())
     });
-    if ns.is_empty() || !versioned {
-        return Err(format!("id {:?} is not `namespace/Name-vN`", s.id));
+    if !versioned {
+        return Err(format!("id {:?} has no `-vN` version suffix", s.id));
     }
     semver::Version::parse(&s.version)
         .map_err(|e| format!("version {:?} is not semver: {e}", s.version))?;

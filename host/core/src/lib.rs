@@ -45,7 +45,9 @@ pub use check_reward::check_reward;
 pub use env::{Env, EnvCallError, EnvStats, NativeEnv};
 pub use failure::{EpisodeFailure, PluginFailure, PluginFailureKind};
 pub use fork::{ForkError, ForkPoint, Forked, fork, fork_in_place, record_actions};
-pub use manifest::{Capabilities, MANIFEST_SECTION, Manifest, ManifestLimits, PluginKind};
+pub use manifest::{
+    Capabilities, MANIFEST_SECTION, MAX_ID_BYTES, Manifest, ManifestLimits, PluginKind, check_id,
+};
 pub use plugin_file::{MAX_PLUGIN_BYTES, PluginFileError, read_plugin_file};
 pub use ragen_gym_sdk::{
     Advice, EnvError, EnvSpec, ExpertInfo, Metric, ResetResult, RewardBreakdown, StepResult, Symbol,

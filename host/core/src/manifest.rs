@@ -6,6 +6,18 @@ use serde::{Deserialize, Serialize};
 
 pub use ragen_gym_sdk::MANIFEST_SECTION;
 
+pub use ragen_gym_sdk::manifest::MAX_ID_BYTES;
+
+/// `Ok` when the host accepts `id` as a plugin id (`namespace/Name-vN`; the rule is
+/// [`ragen_gym_sdk::manifest::id_problem`], the same code the SDK's export macros run at
+/// compile time), else the reason, naming the id.
+pub fn check_id(id: &str) -> Result<(), String> {
+    match ragen_gym_sdk::manifest::id_problem(id) {
+        None => Ok(()),
+        Some(why) => Err(format!("{id:?} is not `namespace/Name-vN`: {why}")),
+    }
+}
+
 /// What a plugin is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -99,5 +111,30 @@ mod tests {
         )
         .unwrap_err();
         assert!(unknown.to_string().contains("colour"), "{unknown}");
+    }
+}
+
+#[cfg(test)]
+mod id_tests {
+    use super::check_id;
+
+    #[test]
+    fn ids_have_a_namespace_a_name_and_gymnasium_characters() {
+        for good in [
+            "ragen/Sokoban-v0",
+            "me/Guess-v0",
+            "a/B",
+            "ns.x:y/Name_2-v10",
+        ] {
+            assert!(check_id(good).is_ok(), "{good}");
+        }
+        let long = format!("a/{}", "b".repeat(127));
+        for bad in [
+            "", "/", "noslash", "/x", "x/", "a/b c", "a/b/c", "a/b\n", "a/b?", "ü/B", &long,
+        ] {
+            let e = check_id(bad).expect_err(bad);
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
+        assert!(check_id(&long[..128]).is_ok());
     }
 }

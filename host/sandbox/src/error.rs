@@ -43,8 +43,10 @@ pub enum LoadError {
         reason: String,
     },
     /// The plugin was built against an interface version this host does not support.
-    #[error("plugin {id} {version} {mismatch}")]
+    #[error("plugin {id} {version} ({name}) {mismatch}")]
     IncompatibleInterface {
+        /// File name or built-in name.
+        name: String,
         /// Plugin id.
         id: String,
         /// Plugin version.
@@ -53,8 +55,10 @@ pub enum LoadError {
         mismatch: InterfaceMismatch,
     },
     /// The component imports something the host does not provide or the manifest did not declare.
-    #[error("plugin {id} imports `{import}`: {reason}")]
+    #[error("plugin {id} ({name}) imports `{import}`: {reason}")]
     ForbiddenImport {
+        /// File name or built-in name.
+        name: String,
         /// Plugin id.
         id: String,
         /// The import name.
@@ -63,8 +67,10 @@ pub enum LoadError {
         reason: String,
     },
     /// The component does not export the interface its kind requires.
-    #[error("plugin {id} does not export `{expected}` (exports: {found})")]
+    #[error("plugin {id} ({name}) does not export `{expected}` (exports: {found})")]
     MissingExport {
+        /// File name or built-in name.
+        name: String,
         /// Plugin id.
         id: String,
         /// The required export.

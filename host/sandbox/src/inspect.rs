@@ -4,7 +4,6 @@
 //! and exports against the manifest.
 
 use crate::error::LoadError;
-use crate::limits::MAX_MANIFEST_ID_BYTES;
 use ragen_gym_core::{MANIFEST_SECTION, Manifest, PluginKind, check_interface_version};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -53,13 +52,14 @@ pub fn inspect_bytes(name: &str, bytes: &[u8]) -> Result<PluginInfo, LoadError> 
     validate_manifest(name, &manifest)?;
     check_interface_version(&manifest.interface_version).map_err(|e| {
         LoadError::IncompatibleInterface {
+            name: name.to_string(),
             id: manifest.id.clone(),
             version: manifest.version.clone(),
             mismatch: e,
         }
     })?;
-    check_imports(&manifest, &scan.imports)?;
-    check_exports(&manifest, &scan.exports)?;
+    check_imports(name, &manifest, &scan.imports)?;
+    check_exports(name, &manifest, &scan.exports)?;
     Ok(PluginInfo {
         manifest,
         sha256: sha256_hex(bytes),
@@ -154,15 +154,8 @@ fn validate_manifest(name: &str, m: &Manifest) -> Result<(), LoadError> {
             reason,
         })
     };
-    if m.id.is_empty()
-        || m.id.len() > MAX_MANIFEST_ID_BYTES
-        || !m.id.contains('/')
-        || m.id.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return bad(format!(
-            "field `id` must look like `namespace/Name-vN`, got {:?}",
-            m.id
-        ));
+    if let Err(why) = ragen_gym_core::check_id(&m.id) {
+        return bad(format!("field `id`: {why}"));
     }
     if semver::Version::parse(&m.version).is_err() {
         return bad(format!("field `version` is not semver: {:?}", m.version));
@@ -181,9 +174,10 @@ fn validate_manifest(name: &str, m: &Manifest) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn check_imports(m: &Manifest, imports: &[String]) -> Result<(), LoadError> {
+fn check_imports(name: &str, m: &Manifest, imports: &[String]) -> Result<(), LoadError> {
     for import in imports {
         let forbid = |reason: &str| LoadError::ForbiddenImport {
+            name: name.to_string(),
             id: m.id.clone(),
             import: import.clone(),
             reason: reason.to_string(),
@@ -209,7 +203,7 @@ fn check_imports(m: &Manifest, imports: &[String]) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn check_exports(m: &Manifest, exports: &[String]) -> Result<(), LoadError> {
+fn check_exports(name: &str, m: &Manifest, exports: &[String]) -> Result<(), LoadError> {
     let expected = m.kind.export();
     if exports
         .iter()
@@ -218,6 +212,7 @@ fn check_exports(m: &Manifest, exports: &[String]) -> Result<(), LoadError> {
         Ok(())
     } else {
         Err(LoadError::MissingExport {
+            name: name.to_string(),
             id: m.id.clone(),
             expected: expected.to_string(),
             found: exports.join(", "),
@@ -249,16 +244,16 @@ mod tests {
             "wasi:filesystem/types@0.2.6".to_string(),
         ];
         assert!(matches!(
-            check_imports(&manifest(INTERFACE_VERSION), &imports),
+            check_imports("t.wasm", &manifest(INTERFACE_VERSION), &imports),
             Err(LoadError::ForbiddenImport { .. })
         ));
         let mut m = manifest(INTERFACE_VERSION);
         m.capabilities.http = vec!["127.0.0.1:3000".into()];
-        assert!(check_imports(&m, &imports).is_ok());
-        assert!(check_imports(&m, &["evil:x/y".to_string()]).is_err());
+        assert!(check_imports("t.wasm", &m, &imports).is_ok());
+        assert!(check_imports("t.wasm", &m, &["evil:x/y".to_string()]).is_err());
         // The reward-plugin world has no http import, declared or not.
         m.kind = PluginKind::RewardFunction;
-        match check_imports(&m, &imports) {
+        match check_imports("t.wasm", &m, &imports) {
             Err(e @ LoadError::ForbiddenImport { .. }) => {
                 assert!(
                     e.to_string().contains("only available to environment"),
