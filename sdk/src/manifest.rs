@@ -21,7 +21,7 @@ pub const MANIFEST_SECTION: &str = "ragen:plugin";
 
 include!(concat!(env!("OUT_DIR"), "/interface_version.rs"));
 
-/// Longest id the host accepts, in bytes (the host's `MAX_MANIFEST_ID_BYTES`).
+/// Longest id the host accepts, in bytes ([`id_problem`] is the whole rule).
 pub const MAX_ID_BYTES: usize = 128;
 
 /// Capabilities a plugin asks for; each must also be granted by the user.

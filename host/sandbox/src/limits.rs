@@ -79,8 +79,6 @@ pub const MAX_METRICS: usize = 64;
 pub const MAX_SHORT_BYTES: usize = 256;
 /// Most action names or legend entries.
 pub const MAX_LIST_LEN: usize = 1024;
-/// Longest manifest id, bytes (the SDK's, which the export macros check at compile time).
-pub const MAX_MANIFEST_ID_BYTES: usize = ragen_gym_core::MAX_ID_BYTES;
 /// A guest's URL is cut to this many characters when it is quoted in an error or a log line.
 pub const MAX_URL_CHARS_IN_MESSAGES: usize = 200;
 
