@@ -26,6 +26,7 @@ mod shared;
 
 pub use kv_cache::KvCache;
 pub(crate) use layer::{DecoderLayer, layer_projection_paths, projection_shapes};
+use linear::Layout;
 pub(crate) use linear::Linear;
 pub use linear::{ModelParts, Weights};
 pub use mask::AttentionMask;
@@ -199,7 +200,10 @@ impl LlamaModel {
                 l.post_attention_layernorm.detach(),
             );
             for ((path, _), lin) in layer_projection_paths(i).iter().zip(l.projections()) {
-                w.insert(format!("{path}.weight"), lin.merged_weight()?);
+                w.insert(
+                    format!("{path}.weight"),
+                    lin.merged_weight(Layout::RowMajor)?,
+                );
                 if let Some(b) = &lin.bias {
                     w.insert(format!("{path}.bias"), b.detach());
                 }
@@ -313,7 +317,7 @@ impl LlamaModel {
         for l in &mut m.layers {
             for lin in l.projections_mut() {
                 if lin.lora.is_some() {
-                    lin.weight = lin.merged_weight()?;
+                    lin.weight = lin.merged_weight(Layout::RowMajor)?;
                     lin.lora = None;
                 }
             }

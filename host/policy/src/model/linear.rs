@@ -87,31 +87,49 @@ impl Linear {
     }
 
     /// The same projection for sampling ([`super::LlamaModel::for_sampling`]): the merged weight
-    /// of [`Linear::merged_weight`] computed as its transpose, `Wᵀ + scale · Aᵀ Bᵀ`, into a
-    /// contiguous [in, out] buffer and kept as that buffer's transpose view (column-major
-    /// [out, in]), with no adapter.
+    /// in [`Layout::ColumnMajor`], with no adapter.
     pub(super) fn column_major(&self) -> Result<Self> {
-        let wt = self.weight.t()?;
-        let wt = match &self.lora {
-            None => wt.contiguous()?,
-            Some(l) => (wt + l.a.t()?.matmul(&l.b.t()?)?.affine(l.scale, 0.0)?)?,
-        };
         Ok(Self {
-            weight: wt.t()?,
+            weight: self.merged_weight(Layout::ColumnMajor)?,
             bias: self.bias.clone(),
             lora: None,
             frozen_base: self.frozen_base,
         })
     }
 
-    /// `W + scale · B A`, shape [out, in] (the weight a Hugging Face checkpoint should hold).
-    pub(super) fn merged_weight(&self) -> Result<Tensor> {
-        match &self.lora {
-            None => Ok(self.weight.detach()),
-            Some(l) => Ok((self.weight.detach()
-                + l.b.detach().matmul(&l.a.detach())?.affine(l.scale, 0.0)?)?),
+    /// The merged weight `W + scale · B A`, shape [out, in], detached, stored as `layout` says.
+    /// Without an adapter, [`Layout::RowMajor`] shares `W`'s storage.
+    pub(super) fn merged_weight(&self, layout: Layout) -> Result<Tensor> {
+        let w = self.weight.detach();
+        match layout {
+            Layout::RowMajor => match &self.lora {
+                None => Ok(w),
+                Some(l) => Ok((w + l.b.detach().matmul(&l.a.detach())?.affine(l.scale, 0.0)?)?),
+            },
+            Layout::ColumnMajor => {
+                let wt = w.t()?;
+                let wt = match &self.lora {
+                    None => wt.contiguous()?,
+                    Some(l) => {
+                        let delta = l.a.detach().t()?.matmul(&l.b.detach().t()?)?;
+                        (wt + delta.affine(l.scale, 0.0)?)?
+                    }
+                };
+                Ok(wt.t()?)
+            }
         }
     }
+}
+
+/// How [`Linear::merged_weight`] stores its [out, in] result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Layout {
+    /// Row by row: the weight a Hugging Face checkpoint holds, and the one training reads.
+    RowMajor,
+    /// The transpose view of a contiguous [in, out] buffer, `Wᵀ + scale · Aᵀ Bᵀ` computed as
+    /// such: the right-hand side the `gemm` crate reads in place at a decode step
+    /// ([`super::LlamaModel::for_sampling`] says why).
+    ColumnMajor,
 }
 
 /// Where [`LlamaModel::new`] takes its tensors from.
