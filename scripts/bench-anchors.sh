@@ -23,6 +23,7 @@ lora_rank=8
 sample_batches="1,16,64"
 new_tokens=32
 prefill_tokens=256
+prefill_reps=5
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --rounds) rounds="$2"; shift 2 ;;
@@ -77,14 +78,15 @@ for r in $(seq 1 "$rounds"); do
     if [[ "$only" != "train" ]]; then
         echo "[anchors] round $r: sampling + prefill (ours, HF generate, llama.cpp)  load $(load)" >&2
         out="$("$bin" bench policy --json --no-train --sample-batches "$sample_batches" \
-            --new-tokens "$new_tokens" --prefill-tokens "$prefill_tokens")"
+            --new-tokens "$new_tokens" --prefill-tokens "$prefill_tokens" --prefill-reps "$prefill_reps")"
         record ours sample "$r" <<<"$out"
         prompt_ids="$(python3 -c 'import json,sys; print(json.dumps(json.loads(sys.stdin.read())["prompt_ids"]))' <<<"$out")"
         record pytorch sample "$r" < <("$py" "$anchors" hf-sample --hf-dir "$hf_dir" --threads "$threads" \
             --batches "$sample_batches" --new-tokens "$new_tokens" --prefill-tokens "$prefill_tokens" \
-            --prompt-ids "$prompt_ids")
+            --prefill-reps "$prefill_reps" --prompt-ids "$prompt_ids")
         record llama_cpp sample "$r" < <("$py" "$anchors" llama-cpp --gguf "$f32_gguf" --threads "$threads" \
-            --new-tokens "$new_tokens" --prefill-tokens "$prefill_tokens" --prompt-ids "$prompt_ids")
+            --new-tokens "$new_tokens" --prefill-tokens "$prefill_tokens" --prefill-reps "$prefill_reps" \
+            --prompt-ids "$prompt_ids")
     fi
     if [[ "$only" != "sample" ]]; then
         for mode in full lora; do

@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import sys
 import time
 
@@ -138,13 +139,19 @@ def sample_hf(args):
         if args.prefill_tokens > 0:
             ids = torch.tensor(xorshift_tokens(1, args.prefill_tokens, model.config.vocab_size), dtype=torch.long)
             model(input_ids=ids[:, :8])  # warm-up
-            t0 = time.perf_counter()
-            model(input_ids=ids, use_cache=True, logits_to_keep=1)
-            secs = time.perf_counter() - t0
-            out["prefill"].append(
-                {"tokens": args.prefill_tokens, "seconds": secs, "tokens_per_s": args.prefill_tokens / secs}
-            )
+            times = []
+            for _ in range(args.prefill_reps):
+                t0 = time.perf_counter()
+                model(input_ids=ids, use_cache=True, logits_to_keep=1)
+                times.append(time.perf_counter() - t0)
+            out["prefill"].append(prefill_row(args.prefill_tokens, times))
     return out
+
+
+def prefill_row(tokens, times):
+    """The prefill row of `ragen-gym bench policy --json`: the rate of the median time."""
+    secs = statistics.median(times)
+    return {"tokens": tokens, "seconds": secs, "seconds_all": times, "tokens_per_s": tokens / secs}
 
 
 def llama_cpp(args):
@@ -176,11 +183,13 @@ def llama_cpp(args):
         ids = xorshift_tokens(1, args.prefill_tokens, llm.n_vocab())[0]
         llm.reset()
         llm.eval(ids[:8])  # warm-up
-        llm.reset()
-        t0 = time.perf_counter()
-        llm.eval(ids)
-        secs = time.perf_counter() - t0
-        out["prefill"].append({"tokens": args.prefill_tokens, "seconds": secs, "tokens_per_s": args.prefill_tokens / secs})
+        times = []
+        for _ in range(args.prefill_reps):
+            llm.reset()
+            t0 = time.perf_counter()
+            llm.eval(ids)
+            times.append(time.perf_counter() - t0)
+        out["prefill"].append(prefill_row(args.prefill_tokens, times))
     return out
 
 
@@ -231,6 +240,7 @@ def main():
     p.add_argument("--batches", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 16])
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--prefill-tokens", type=int, default=256)
+    p.add_argument("--prefill-reps", type=int, default=5)
     p.add_argument("--prompt-ids", default="[1]")
     args = p.parse_args()
     if args.what == "convert-f32":

@@ -34,6 +34,10 @@ pub struct PolicyArgs {
     /// Prefill: tokens of one prompt encoded at batch 1 into the KV cache (0 skips it).
     #[arg(long, default_value_t = 256)]
     pub prefill_tokens: usize,
+    /// Prefill: timed repetitions; `tokens_per_s` uses their median (one prefill of 256 tokens
+    /// is about half a second, within the noise of a shared machine).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub prefill_reps: u32,
     /// New tokens per sampled sequence.
     #[arg(long, default_value_t = 32)]
     pub new_tokens: usize,
@@ -168,7 +172,7 @@ fn bench_sampling(
             }));
     }
     if args.prefill_tokens > 0 {
-        let row = bench_prefill(model, args.prefill_tokens)?;
+        let row = bench_prefill(model, args.prefill_tokens, args.prefill_reps as usize)?;
         report["prefill"].as_array_mut().unwrap().push(row);
     }
     Ok(())
@@ -282,8 +286,14 @@ fn random_tokens(rows: usize, len: usize, vocab: usize) -> Vec<Vec<u32>> {
 }
 
 /// Encode one prompt of `tokens` random ids at batch 1 into a fresh KV cache and compute the
-/// last position's logits (what a sampler's prefill does), after a short warm-up.
-fn bench_prefill(model: &LlamaModel, tokens: usize) -> anyhow::Result<serde_json::Value> {
+/// last position's logits (what a sampler's prefill does), after a short warm-up, `reps` times;
+/// the rate is that of the median time (`scripts/bench_anchors.py` times its anchors the same
+/// way).
+fn bench_prefill(
+    model: &LlamaModel,
+    tokens: usize,
+    reps: usize,
+) -> anyhow::Result<serde_json::Value> {
     let ids = random_tokens(1, tokens, model.config().vocab_size).remove(0);
     let run = |ids: &[u32]| -> anyhow::Result<()> {
         let n = ids.len();
@@ -296,14 +306,31 @@ fn bench_prefill(model: &LlamaModel, tokens: usize) -> anyhow::Result<serde_json
         Ok(())
     };
     run(&ids[..8.min(tokens)])?;
-    let t = Instant::now();
-    run(&ids)?;
-    let secs = t.elapsed().as_secs_f64();
+    let mut all = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        run(&ids)?;
+        all.push(t.elapsed().as_secs_f64());
+    }
+    let secs = median(&all);
     Ok(serde_json::json!({
         "tokens": tokens,
         "seconds": secs,
+        "seconds_all": all,
         "tokens_per_s": tokens as f64 / secs,
     }))
+}
+
+/// The median of `xs` (the mean of the middle two for an even count); `xs` is not empty.
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
 }
 
 /// The thread count candle's CPU kernels use (rayon's pool: `RAYON_NUM_THREADS` or all cores).
@@ -374,5 +401,17 @@ fn print_table(r: &serde_json::Value) {
                 y / x
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[0.9, 0.5, 0.7]), 0.7);
+        assert_eq!(median(&[0.4, 0.8, 0.5, 0.6]), 0.55);
+        assert_eq!(median(&[1.25]), 1.25);
     }
 }
