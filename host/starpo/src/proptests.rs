@@ -102,23 +102,10 @@ fn toml_value() -> impl Strategy<Value = String> {
 
 /// Every `section.key` of the default config.
 fn known_keys() -> Vec<String> {
-    let table: toml::Table = crate::config::DEFAULT_TOML.parse().unwrap();
-    let mut out = Vec::new();
-    fn walk(prefix: &str, t: &toml::Table, out: &mut Vec<String>) {
-        for (k, v) in t {
-            let key = if prefix.is_empty() {
-                k.clone()
-            } else {
-                format!("{prefix}.{k}")
-            };
-            match v {
-                toml::Value::Table(inner) => walk(&key, inner, out),
-                _ => out.push(key),
-            }
-        }
-    }
-    walk("", &table, &mut out);
-    out
+    crate::config::default_leaves()
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect()
 }
 
 /// A config, or the error, after these overrides; a config must survive its own `config.toml`.

@@ -102,6 +102,13 @@ pub struct RunInfo {
     pub model: PathBuf,
 }
 
+impl TrainerState {
+    /// The largest iteration a checkpoint may record: far beyond any run, and far enough below
+    /// `u32::MAX` that the trainer's iteration arithmetic (the next iteration, the end of a
+    /// resumed run) cannot overflow.
+    pub const MAX_ITERATION: u32 = 1_000_000_000;
+}
+
 /// `checkpoint/trainer_state.json`: where a resumed run continues.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainerState {
@@ -277,9 +284,22 @@ impl RunDir {
         read_json(&self.run_info_path())
     }
 
-    /// Read the checkpoint's `trainer_state.json`.
+    /// Read the checkpoint's `trainer_state.json`; an iteration over
+    /// [`TrainerState::MAX_ITERATION`] is refused.
     pub fn read_trainer_state(&self) -> Result<TrainerState, RunDirError> {
-        read_json(&self.checkpoint_path().join("trainer_state.json"))
+        let path = self.checkpoint_path().join("trainer_state.json");
+        let state: TrainerState = read_json(&path)?;
+        if state.iteration > TrainerState::MAX_ITERATION {
+            return Err(RunDirError::Invalid {
+                path,
+                reason: format!(
+                    "iteration {} is over the limit of {}",
+                    state.iteration,
+                    TrainerState::MAX_ITERATION
+                ),
+            });
+        }
+        Ok(state)
     }
 
     /// Open a JSONL file for appending whole lines.
@@ -546,6 +566,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.read_trainer_state().unwrap().iteration, 3);
+        // an iteration near u32::MAX made the trainer's `iteration + 1` overflow (a panic)
+        for (it, ok) in [
+            (1_000_000_000u32, true),
+            (1_000_000_001, false),
+            (u32::MAX, false),
+        ] {
+            std::fs::write(
+                r.checkpoint_path().join("trainer_state.json"),
+                format!(r#"{{"iteration": {it}, "plugin_sha256": "ab", "env_id": "x"}}"#),
+            )
+            .unwrap();
+            match r.read_trainer_state() {
+                Ok(s) => assert!(ok && s.iteration == it, "{it}"),
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(!ok, "{it}: {e}");
+                    assert!(
+                        e.contains("trainer_state.json")
+                            && e.contains(&format!(
+                                "iteration {it} is over the limit of 1000000000"
+                            )),
+                        "{e}"
+                    );
+                }
+            }
+        }
         std::fs::write(r.run_info_path(), "{}").unwrap();
         let e = r.read_run_info().unwrap_err().to_string();
         assert!(e.contains("run.json") && e.contains("env_id"), "{e}");

@@ -11,6 +11,72 @@ impl Config {
     /// Cross-field checks (RAGEN `train.py::add_dependency_and_validate_config` assertions).
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |message: String| Err(ConfigError::Invalid { message });
+        if let Some((key, x)) = self.non_finite_key() {
+            return bad(format!("{key} must be a finite number, got {x}"));
+        }
+        for (key, x, ok, range) in [
+            (
+                "rollout.temperature",
+                self.rollout.temperature,
+                self.rollout.temperature >= 0.0,
+                ">= 0",
+            ),
+            (
+                "rollout.val_temperature",
+                self.rollout.val_temperature,
+                self.rollout.val_temperature >= 0.0,
+                ">= 0",
+            ),
+            (
+                "rollout.top_p",
+                self.rollout.top_p,
+                self.rollout.top_p > 0.0 && self.rollout.top_p <= 1.0,
+                "in (0, 1]",
+            ),
+            (
+                "actor.actor_lr",
+                self.actor.actor_lr,
+                self.actor.actor_lr >= 0.0,
+                ">= 0",
+            ),
+            (
+                "critic.critic_lr",
+                self.critic.critic_lr,
+                self.critic.critic_lr >= 0.0,
+                ">= 0",
+            ),
+            (
+                "actor.weight_decay",
+                self.actor.weight_decay,
+                self.actor.weight_decay >= 0.0,
+                ">= 0",
+            ),
+            (
+                "critic.weight_decay",
+                self.critic.weight_decay,
+                self.critic.weight_decay >= 0.0,
+                ">= 0",
+            ),
+            (
+                "algorithm.gamma",
+                self.algorithm.gamma,
+                (0.0..=1.0).contains(&self.algorithm.gamma),
+                "in [0, 1]",
+            ),
+            (
+                "algorithm.lam",
+                self.algorithm.lam,
+                (0.0..=1.0).contains(&self.algorithm.lam),
+                "in [0, 1]",
+            ),
+        ] {
+            if !ok {
+                return bad(format!("{key} must be {range}, got {x}"));
+            }
+        }
+        if self.rollout.max_model_len == 0 {
+            return bad("rollout.max_model_len must be positive".into());
+        }
         let t = &self.es_manager.train;
         if t.env_groups == 0 || t.group_size == 0 {
             return bad("es_manager.train.env_groups and group_size must be positive".into());
@@ -219,5 +285,32 @@ impl ModelSection {
                 ..ragen_gym_policy::LoraConfig::default()
             })
         }
+    }
+}
+
+impl Config {
+    /// The first key (dotted path, array elements as `key[i]`) whose value is a float that is
+    /// NaN or infinite: TOML and `--set` accept `nan` and `inf`, and a NaN learning rate or
+    /// coefficient trains every weight to NaN without an error.
+    fn non_finite_key(&self) -> Option<(String, f64)> {
+        fn walk(v: &toml::Value, path: &str) -> Option<(String, f64)> {
+            match v {
+                toml::Value::Float(x) if !x.is_finite() => Some((path.to_string(), *x)),
+                toml::Value::Table(t) => t.iter().find_map(|(k, v)| {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(v, &p)
+                }),
+                toml::Value::Array(a) => a
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, v)| walk(v, &format!("{path}[{i}]"))),
+                _ => None,
+            }
+        }
+        walk(&toml::Value::try_from(self).ok()?, "")
     }
 }

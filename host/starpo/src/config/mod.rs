@@ -14,6 +14,28 @@ mod layers;
 #[cfg(test)]
 mod tests;
 
+/// Every leaf of the default config with its dotted `section.key` name (test helper).
+#[cfg(test)]
+pub(crate) fn default_leaves() -> Vec<(String, toml::Value)> {
+    fn walk(prefix: &str, t: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
+        for (k, v) in t {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(inner) => walk(&key, inner, out),
+                _ => out.push((key, v.clone())),
+            }
+        }
+    }
+    let table: toml::Table = DEFAULT_TOML.parse().unwrap();
+    let mut out = Vec::new();
+    walk("", &table, &mut out);
+    out
+}
+
 pub use layers::{ConfigBuilder, EnvPreset, PRESET_CPU_TABLE, Profile};
 
 use serde::{Deserialize, Serialize};

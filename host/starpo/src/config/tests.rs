@@ -303,24 +303,7 @@ fn shipped_files_are_valid() {
 #[test]
 fn huge_numbers_in_any_key_are_errors_or_configs_never_panics() {
     // every integer and float key of the default config, set to values at the edge of its type
-    let table: toml::Table = DEFAULT_TOML.parse().unwrap();
-    let mut keys = Vec::new();
-    fn walk(prefix: &str, t: &toml::Table, out: &mut Vec<(String, bool)>) {
-        for (k, v) in t {
-            let key = if prefix.is_empty() {
-                k.clone()
-            } else {
-                format!("{prefix}.{k}")
-            };
-            match v {
-                toml::Value::Table(inner) => walk(&key, inner, out),
-                toml::Value::Integer(_) => out.push((key, true)),
-                toml::Value::Float(_) => out.push((key, false)),
-                _ => {}
-            }
-        }
-    }
-    walk("", &table, &mut keys);
+    let keys = numeric_keys();
     assert!(keys.len() > 30, "{} numeric keys", keys.len());
     let ints = [
         "9223372036854775807",
@@ -368,4 +351,101 @@ fn huge_numbers_in_any_key_are_errors_or_configs_never_panics() {
         .and_then(ConfigBuilder::build)
         .unwrap();
     assert_eq!(c.train_batch_size(), 65536 * 16);
+}
+
+#[test]
+fn every_float_key_refuses_nan_and_infinity_by_name() {
+    // TOML and --set accept nan and inf; a NaN learning rate trained every weight to NaN and the
+    // run exited 0. Every float key of the default config is refused with its dotted name.
+    let keys: Vec<String> = numeric_keys()
+        .into_iter()
+        .filter_map(|(key, is_int)| (!is_int).then_some(key))
+        .collect();
+    assert!(keys.len() > 20, "{} float keys", keys.len());
+    for key in &keys {
+        for (v, shown) in [("nan", "NaN"), ("inf", "inf"), ("-inf", "-inf")] {
+            let e = ConfigBuilder::new()
+                .layer_override(&format!("{key}={v}"))
+                .and_then(ConfigBuilder::build)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("{key} must be a finite number, got {shown}")),
+                "{key}={v}: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sampling_rates_and_discounts_out_of_range_are_refused_by_name() {
+    let build = |o: &str| {
+        ConfigBuilder::new()
+            .layer_override(o)
+            .and_then(ConfigBuilder::build)
+    };
+    for (o, want) in [
+        (
+            "rollout.temperature=-1",
+            "rollout.temperature must be >= 0, got -1",
+        ),
+        (
+            "rollout.val_temperature=-0.5",
+            "rollout.val_temperature must be >= 0, got -0.5",
+        ),
+        ("rollout.top_p=0", "rollout.top_p must be in (0, 1], got 0"),
+        (
+            "rollout.top_p=1.5",
+            "rollout.top_p must be in (0, 1], got 1.5",
+        ),
+        (
+            "actor.actor_lr=-1e-4",
+            "actor.actor_lr must be >= 0, got -0.0001",
+        ),
+        (
+            "critic.critic_lr=-1",
+            "critic.critic_lr must be >= 0, got -1",
+        ),
+        (
+            "actor.weight_decay=-0.1",
+            "actor.weight_decay must be >= 0, got -0.1",
+        ),
+        (
+            "algorithm.gamma=1.5",
+            "algorithm.gamma must be in [0, 1], got 1.5",
+        ),
+        (
+            "algorithm.lam=-0.1",
+            "algorithm.lam must be in [0, 1], got -0.1",
+        ),
+        (
+            "rollout.max_model_len=0",
+            "rollout.max_model_len must be positive",
+        ),
+    ] {
+        let e = build(o).unwrap_err().to_string();
+        assert!(e.contains(want), "{o}: {e}");
+    }
+    // the edges are accepted: greedy sampling, top-p 1, no decay, gamma 0 and 1
+    for o in [
+        "rollout.temperature=0",
+        "rollout.top_p=1",
+        "actor.weight_decay=0",
+        "algorithm.gamma=0",
+        "algorithm.lam=1",
+    ] {
+        build(o).unwrap_or_else(|e| panic!("{o}: {e}"));
+    }
+}
+
+/// Every integer (`true`) and float (`false`) key of the default config, by dotted name.
+fn numeric_keys() -> Vec<(String, bool)> {
+    default_leaves()
+        .into_iter()
+        .filter_map(|(key, v)| match v {
+            toml::Value::Integer(_) => Some((key, true)),
+            toml::Value::Float(_) => Some((key, false)),
+            _ => None,
+        })
+        .collect()
 }
