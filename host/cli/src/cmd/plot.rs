@@ -191,9 +191,13 @@ fn plot_err<E: std::error::Error + Send + Sync + 'static>(
     anyhow::anyhow!("{e}")
 }
 
+/// Values beyond ±this are drawn off the chart's edge: 1e308 and -1e308 on one panel made the
+/// span infinite, and plotters' tick search on an infinite range never ended.
+const Y_LIMIT: f64 = 1e300;
+
 /// The x and y ranges of a panel: x from 0 to the last iteration (at least 1), y around the
-/// values, their error bars and the baselines with 5 % padding (a unit window around a flat
-/// series).
+/// values, their error bars and the baselines (each held within ±[`Y_LIMIT`]) with 5 % padding
+/// (a unit window around a flat series).
 fn ranges(
     series: &[Series],
     baselines: &[Baseline],
@@ -201,6 +205,7 @@ fn ranges(
     let (mut x1, mut y0, mut y1) = (1.0f64, f64::INFINITY, f64::NEG_INFINITY);
     let mut cover = |y: f64| {
         if y.is_finite() {
+            let y = y.clamp(-Y_LIMIT, Y_LIMIT);
             y0 = y0.min(y);
             y1 = y1.max(y);
         }

@@ -308,3 +308,22 @@ fn an_sft_run_plots_its_epochs_then_the_rl_that_continued_it() {
     let png = std::fs::read(run_dir.join("plots").join("curves.png")).unwrap();
     assert_eq!(&png[..4], b"\x89PNG");
 }
+
+#[test]
+fn values_at_the_ends_of_f64_give_a_finite_range_and_a_drawing() {
+    // `ragen-gym plot` of a metrics.jsonl with actor/grad_norm 1e308 then -1e308 spun forever
+    let s = vec![Series {
+        name: "actor/grad_norm".into(),
+        points: vec![(1.0, 1e308), (2.0, -1e308)],
+        stderr: vec![None, None],
+    }];
+    let (_, yr) = ranges(&s, &[]);
+    // held to ±1e300, then 5 % of the 2e300 span either side
+    let near = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+    assert!(near(yr.start, -1.1e300) && near(yr.end, 1.1e300), "{yr:?}");
+    register_font().unwrap();
+    let (w, h) = grid_size(1, 1);
+    let mut buf = vec![255u8; (w * h * 3) as usize];
+    let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+    draw_grid_on(root, &[panel(&CURVES[0], s, vec![])], 1).unwrap();
+}
