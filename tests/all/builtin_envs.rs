@@ -175,3 +175,24 @@ fn every_preset_builds_a_valid_config_alone_and_on_the_cpu_profile() {
         }
     }
 }
+
+#[test]
+fn check_names_the_plugin_when_its_env_cannot_be_made() {
+    // `check bandit --config '{bad'` printed ": checks failed" and ": 1 of 1 checks failed":
+    // the env never started, so the report had no env id
+    let out = std::process::Command::new(crate::child::cli())
+        .args(["check", "bandit", "--config", "{bad"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("ragen/Bandit-v0: checks failed"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("ragen/Bandit-v0: 1 of 1 checks failed"),
+        "{stderr}"
+    );
+}

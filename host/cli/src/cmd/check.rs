@@ -39,6 +39,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         ragen_gym_core::check_env(|| new_env(&plugin, &args.config, grants.clone()))
     };
+    // An env that could not be made never told its id: name the plugin by its manifest's.
+    let name = if report.env_id.is_empty() {
+        plugin.info().manifest.id.clone()
+    } else {
+        report.env_id.clone()
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -49,8 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("FAIL  {f}");
         }
         println!(
-            "{}: {}",
-            report.env_id,
+            "{name}: {}",
             if report.ok {
                 "all checks passed"
             } else {
@@ -62,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Ok(())
     } else {
         Err(ExpectedError::ChecksFailed {
-            env_id: report.env_id.clone(),
+            env_id: name,
             failed: report.failures.len(),
             total: report.failures.len() + report.passed.len(),
         }
