@@ -77,6 +77,13 @@ impl Config {
         if self.rollout.max_model_len == 0 {
             return bad("rollout.max_model_len must be positive".into());
         }
+        if self.rollout.response_length > self.rollout.max_model_len {
+            // a response cannot outgrow the context; 2^32 tokens aborted on allocation
+            return bad(format!(
+                "rollout.response_length ({}) must be at most rollout.max_model_len ({})",
+                self.rollout.response_length, self.rollout.max_model_len
+            ));
+        }
         let t = &self.es_manager.train;
         if t.env_groups == 0 || t.group_size == 0 {
             return bad("es_manager.train.env_groups and group_size must be positive".into());

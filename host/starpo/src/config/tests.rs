@@ -422,6 +422,10 @@ fn sampling_rates_and_discounts_out_of_range_are_refused_by_name() {
             "rollout.max_model_len=0",
             "rollout.max_model_len must be positive",
         ),
+        (
+            "rollout.response_length=4294967295",
+            "rollout.response_length (4294967295) must be at most rollout.max_model_len (3600)",
+        ),
     ] {
         let e = build(o).unwrap_err().to_string();
         assert!(e.contains(want), "{o}: {e}");
