@@ -17,6 +17,7 @@ use ragen_gym_starpo::{Config, Metrics, Silent};
 use serde_json::{Value, json};
 
 use super::harness::{gemm_gflops, gemm_peak_gflops, one_iteration};
+use super::stats::median;
 use crate::shared::config::base_config;
 use crate::shared::device::DeviceArgs;
 use crate::shared::run::RunEnvs;
@@ -118,18 +119,6 @@ impl Run {
             "old_log_prob": get("rollout/old_log_prob"),
             "score_mean": get("critic/score/mean"),
         })
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 

@@ -41,6 +41,7 @@ pub use stop_scan::StopScanArgs;
 
 pub mod harness;
 pub mod memory;
+mod stats;
 
 /// Run a benchmark.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {

@@ -15,6 +15,7 @@ use ragen_gym_policy::{
 };
 
 use super::memory::MemoryProbe;
+use super::stats::median;
 
 /// Arguments of `bench policy`.
 #[derive(clap::Args)]
@@ -312,25 +313,13 @@ fn bench_prefill(
         run(&ids)?;
         all.push(t.elapsed().as_secs_f64());
     }
-    let secs = median(&all);
+    let secs = median(all.clone());
     Ok(serde_json::json!({
         "tokens": tokens,
         "seconds": secs,
         "seconds_all": all,
         "tokens_per_s": tokens as f64 / secs,
     }))
-}
-
-/// The median of `xs` (the mean of the middle two for an even count); `xs` is not empty.
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
 }
 
 /// The thread count candle's CPU kernels use (rayon's pool: `RAYON_NUM_THREADS` or all cores).
@@ -401,17 +390,5 @@ fn print_table(r: &serde_json::Value) {
                 y / x
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::median;
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[0.9, 0.5, 0.7]), 0.7);
-        assert_eq!(median(&[0.4, 0.8, 0.5, 0.6]), 0.55);
-        assert_eq!(median(&[1.25]), 1.25);
     }
 }
