@@ -14,64 +14,63 @@ impl Config {
         if let Some((key, x)) = self.non_finite_key() {
             return bad(format!("{key} must be a finite number, got {x}"));
         }
-        for (key, x, ok, range) in [
+        for (key, x, bound) in [
             (
                 "rollout.temperature",
                 self.rollout.temperature,
-                self.rollout.temperature >= 0.0,
-                ">= 0",
+                Bound::AtLeastZero,
             ),
             (
                 "rollout.val_temperature",
                 self.rollout.val_temperature,
-                self.rollout.val_temperature >= 0.0,
-                ">= 0",
+                Bound::AtLeastZero,
             ),
             (
                 "rollout.top_p",
                 self.rollout.top_p,
-                self.rollout.top_p > 0.0 && self.rollout.top_p <= 1.0,
-                "in (0, 1]",
+                Bound::ZeroToOneOpenBelow,
             ),
             (
-                "actor.actor_lr",
-                self.actor.actor_lr,
-                self.actor.actor_lr >= 0.0,
-                ">= 0",
+                "rollout.rollout_filter_ratio",
+                self.rollout.rollout_filter_ratio,
+                Bound::ZeroToOneOpenBelow,
             ),
+            (
+                "failure.max_failure_rate",
+                self.failure.max_failure_rate,
+                Bound::ZeroToOneOpenBelow,
+            ),
+            ("actor.actor_lr", self.actor.actor_lr, Bound::AtLeastZero),
             (
                 "critic.critic_lr",
                 self.critic.critic_lr,
-                self.critic.critic_lr >= 0.0,
-                ">= 0",
+                Bound::AtLeastZero,
             ),
             (
                 "actor.weight_decay",
                 self.actor.weight_decay,
-                self.actor.weight_decay >= 0.0,
-                ">= 0",
+                Bound::AtLeastZero,
             ),
             (
                 "critic.weight_decay",
                 self.critic.weight_decay,
-                self.critic.weight_decay >= 0.0,
-                ">= 0",
+                Bound::AtLeastZero,
             ),
             (
-                "algorithm.gamma",
-                self.algorithm.gamma,
-                (0.0..=1.0).contains(&self.algorithm.gamma),
-                "in [0, 1]",
+                "actor.lr_warmup_steps_ratio",
+                self.actor.lr_warmup_steps_ratio,
+                Bound::ZeroToOne,
             ),
             (
-                "algorithm.lam",
-                self.algorithm.lam,
-                (0.0..=1.0).contains(&self.algorithm.lam),
-                "in [0, 1]",
+                "critic.lr_warmup_steps_ratio",
+                self.critic.lr_warmup_steps_ratio,
+                Bound::ZeroToOne,
             ),
+            ("algorithm.gamma", self.algorithm.gamma, Bound::ZeroToOne),
+            ("algorithm.lam", self.algorithm.lam, Bound::ZeroToOne),
         ] {
-            if !ok {
-                return bad(format!("{key} must be {range}, got {x}"));
+            if !bound.holds(x) {
+                return bad(format!("{key} must be {}, got {x}", bound.text()));
             }
         }
         if self.rollout.max_model_len == 0 {
@@ -114,11 +113,6 @@ impl Config {
             ));
         }
         let r = self.rollout.rollout_filter_ratio;
-        if !(r > 0.0 && r <= 1.0) {
-            return bad(format!(
-                "rollout.rollout_filter_ratio must be in (0, 1], got {r}"
-            ));
-        }
         if self.rollout.rollout_filter_strategy == FilterStrategy::TopK
             && ((r * t.env_groups as f64) as usize).max(1) * t.group_size < a.ppo_mini_batch_size
         {
@@ -129,12 +123,6 @@ impl Config {
             ));
         }
         let f = &self.failure;
-        if !(f.max_failure_rate > 0.0 && f.max_failure_rate <= 1.0) {
-            return bad(format!(
-                "failure.max_failure_rate must be in (0, 1], got {}",
-                f.max_failure_rate
-            ));
-        }
         if !(f.trajectory_wall_s >= 0.0 && f.trajectory_wall_s.is_finite()) {
             return bad(format!(
                 "failure.trajectory_wall_s must be a finite number of seconds >= 0 (0: no limit), got {}",
@@ -177,16 +165,6 @@ impl Config {
                  \"identity\" (RAGEN normalises only trajectory scores: ctx_manager.py::_normalize_score_tensor)"
                     .into(),
             );
-        }
-        for (name, r) in [
-            ("actor", self.actor.lr_warmup_steps_ratio),
-            ("critic", self.critic.lr_warmup_steps_ratio),
-        ] {
-            if !(0.0..=1.0).contains(&r) {
-                return bad(format!(
-                    "{name}.lr_warmup_steps_ratio must be in [0, 1], got {r}"
-                ));
-            }
         }
         let g = &self.algorithm.gigpo;
         if !(0.0..=1.0).contains(&g.gamma) || !g.step_advantage_w.is_finite() {
@@ -319,5 +297,34 @@ impl Config {
             }
         }
         walk(&toml::Value::try_from(self).ok()?, "")
+    }
+}
+
+/// The range a float key must lie in ([`Config::validate`]).
+#[derive(Clone, Copy)]
+enum Bound {
+    /// `>= 0`: temperatures, learning rates, weight decays.
+    AtLeastZero,
+    /// `(0, 1]`: a share that cannot be empty (top-p, the filter ratio, the failure rate).
+    ZeroToOneOpenBelow,
+    /// `[0, 1]`: discounts and warm-up ratios.
+    ZeroToOne,
+}
+
+impl Bound {
+    fn holds(self, x: f64) -> bool {
+        match self {
+            Bound::AtLeastZero => x >= 0.0,
+            Bound::ZeroToOneOpenBelow => x > 0.0 && x <= 1.0,
+            Bound::ZeroToOne => (0.0..=1.0).contains(&x),
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            Bound::AtLeastZero => ">= 0",
+            Bound::ZeroToOneOpenBelow => "in (0, 1]",
+            Bound::ZeroToOne => "in [0, 1]",
+        }
     }
 }

@@ -419,6 +419,22 @@ fn sampling_rates_and_discounts_out_of_range_are_refused_by_name() {
             "algorithm.lam must be in [0, 1], got -0.1",
         ),
         (
+            "rollout.rollout_filter_ratio=0",
+            "rollout.rollout_filter_ratio must be in (0, 1], got 0",
+        ),
+        (
+            "failure.max_failure_rate=1.5",
+            "failure.max_failure_rate must be in (0, 1], got 1.5",
+        ),
+        (
+            "actor.lr_warmup_steps_ratio=2",
+            "actor.lr_warmup_steps_ratio must be in [0, 1], got 2",
+        ),
+        (
+            "critic.lr_warmup_steps_ratio=-0.5",
+            "critic.lr_warmup_steps_ratio must be in [0, 1], got -0.5",
+        ),
+        (
             "rollout.max_model_len=0",
             "rollout.max_model_len must be positive",
         ),
