@@ -243,6 +243,94 @@ fn train_one_iteration_then_resume_with_the_default_model() {
     assert_eq!(event_files(&run_dir).unwrap().len(), 2);
     assert!(want.len() > 20, "{want:?}");
     assert_eq!(tb, want);
+
+    // A resume refuses another env, and a checkpoint that was removed rather than never written.
+    let refused = |sha: &str, env: &'static str| -> String {
+        let cfg = RunDir::open(&run_dir)
+            .unwrap()
+            .resume_config()
+            .unwrap()
+            .build()
+            .unwrap();
+        let make = ragen_gym_builtins::find(env).unwrap().native.unwrap();
+        let t = Trainer::new(TrainSetup {
+            config: cfg,
+            make_env: Box::new(move || make("")),
+            plugin_sha256: sha.into(),
+            env_source: env.into(),
+            reward_functions: vec![],
+            run_dir: run_dir.clone(),
+            resume: true,
+            device: ragen_gym_policy::Device::Cpu,
+        });
+        match t {
+            Ok(t) => format!("resumed at iteration {}", t.iteration()),
+            Err(e) => format!("{e}"),
+        }
+    };
+    let e = refused("other", "bandit");
+    assert!(
+        e.contains("run.json")
+            && e.contains("sha256 native")
+            && e.contains("(bandit) is ragen/Bandit-v0 (sha256 other)"),
+        "{e}"
+    );
+    let e = refused("native", "frozenlake");
+    assert!(
+        e.contains("run.json")
+            && e.contains("trained on ragen/Bandit-v0")
+            && e.contains("is ragen/FrozenLake-v0"),
+        "{e}"
+    );
+    let state = run_dir.join("checkpoint/trainer_state.json");
+    std::fs::rename(&state, run_dir.join("trainer_state.json.away")).unwrap();
+    let e = refused("native", "bandit");
+    assert!(
+        e.contains("checkpoint/trainer_state.json: missing from the checkpoint"),
+        "{e}"
+    );
+    std::fs::rename(run_dir.join("trainer_state.json.away"), &state).unwrap();
+    assert_eq!(refused("native", "bandit"), "resumed at iteration 2");
+    // no checkpoint, yet metrics.jsonl records iteration 2, past the first one (save_freq 1)
+    std::fs::rename(run_dir.join("checkpoint"), run_dir.join("checkpoint.away")).unwrap();
+    let e = refused("native", "bandit");
+    assert!(
+        e.contains("checkpoint: missing, yet metrics.jsonl records iteration 2")
+            && e.contains("checkpoint of iteration 1 (trainer.save_freq)"),
+        "{e}"
+    );
+    // a crash before the first checkpoint (only iteration 1 logged): the run starts again
+    let first = metrics.lines().next().unwrap().to_string() + "\n";
+    std::fs::write(run_dir.join("metrics.jsonl"), first).unwrap();
+    assert_eq!(refused("native", "bandit"), "resumed at iteration 0");
+
+    // a LoRA rank the model cannot take is the config key's error (SmolLM2-135M: k_proj maps
+    // 576 to 3 KV heads x 64 = 192)
+    let cfg = ConfigBuilder::new()
+        .layer_preset(bandit_preset(), Profile::Full)
+        .unwrap()
+        .layer_override("model.lora_rank=4294967295")
+        .unwrap()
+        .build()
+        .unwrap();
+    let e = Trainer::new(TrainSetup {
+        config: cfg,
+        make_env: Box::new(|| native_bandit()("")),
+        plugin_sha256: "native".into(),
+        env_source: "bandit".into(),
+        reward_functions: vec![],
+        run_dir: dir.path().join("rank"),
+        resume: false,
+        device: ragen_gym_policy::Device::Cpu,
+    })
+    .err()
+    .unwrap();
+    assert!(
+        matches!(e, ragen_gym_starpo::TrainError::Config(_))
+            && e.to_string()
+                .contains("model.lora_rank: 4294967295 is above 192, the smaller side of k_proj"),
+        "{e}"
+    );
 }
 
 fn ragen_gym_policy_path() -> std::path::PathBuf {

@@ -90,3 +90,50 @@ pub fn run(cli: Cli) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::Parser;
+
+    /// Counts and sizes that must be positive (or bounded) are refused on the command line,
+    /// naming the flag, with the usage exit code: `eval --episodes 0` exited 0 with success 0.0,
+    /// `serve --max-batch 0` started, `--memory-mib 0` failed later with exit code 1 and
+    /// `--memory-mib` past 4096 MiB (a 32-bit Wasm memory's 4 GiB) was taken.
+    #[test]
+    fn zero_counts_and_oversized_limits_are_usage_errors() {
+        let cases: &[(&[&str], &str, &[&str])] = &[
+            (&["eval", "--env", "bandit"], "--episodes", &["0"]),
+            (&["eval", "--env", "bandit"], "--memory-mib", &["0", "4097"]),
+            (&["train", "--env", "bandit"], "--memory-mib", &["0"]),
+            (&["serve", "runs/x"], "--max-batch", &["0"]),
+            (&["serve", "runs/x"], "--max-n", &["0"]),
+            (&["serve", "runs/x"], "--max-tokens", &["0"]),
+            (&["serve", "runs/x"], "--max-body-bytes", &["0"]),
+        ];
+        for (base, flag, bad) in cases {
+            let parse = |v: &str| {
+                let args = ["ragen-gym"].iter().chain(base.iter()).chain([flag, &v]);
+                Cli::try_parse_from(args)
+            };
+            for v in *bad {
+                let e = parse(v)
+                    .err()
+                    .unwrap_or_else(|| panic!("{base:?} {flag} {v} was accepted"));
+                assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{e}");
+                assert!(e.to_string().contains(flag), "{e}");
+                assert_eq!(e.exit_code(), 2);
+            }
+            assert!(parse("1").is_ok(), "{base:?} {flag} 1");
+        }
+        let max = [
+            "ragen-gym",
+            "eval",
+            "--env",
+            "bandit",
+            "--memory-mib",
+            "4096",
+        ];
+        assert!(Cli::try_parse_from(max).is_ok());
+    }
+}

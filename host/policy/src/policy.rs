@@ -89,6 +89,40 @@ fn build_full(cfg: &ModelConfig, weights: &Weights) -> Result<(LlamaModel, Vec<N
     Ok((model, params))
 }
 
+/// Refuse a rank above the smaller side of a projection it adapts (a rank past min(in, out)
+/// adds parameters and no expressiveness), before any adapter is allocated: a rank of 2^32
+/// aborted on the allocation.
+fn check_rank(cfg: &ModelConfig, lora: &LoraConfig) -> Result<()> {
+    let kv = cfg.num_key_value_heads.unwrap_or(cfg.num_attention_heads) * cfg.head_dim();
+    let (h, m) = (cfg.hidden_size, cfg.intermediate_size);
+    // (name, in, out) of a decoder layer's projections (`model/layer.rs`)
+    let sides = [
+        ("q_proj", h, cfg.num_attention_heads * cfg.head_dim()),
+        ("k_proj", h, kv),
+        ("v_proj", h, kv),
+        ("o_proj", cfg.num_attention_heads * cfg.head_dim(), h),
+        ("gate_proj", h, m),
+        ("up_proj", h, m),
+        ("down_proj", m, h),
+    ];
+    let smallest = sides
+        .iter()
+        .filter(|(name, ..)| lora.targets(name))
+        .map(|&(name, i, o)| (i.min(o), name))
+        .min();
+    match smallest {
+        Some((side, name)) if lora.rank > side => Err(PolicyError::arg(
+            "lora.rank",
+            format!(
+                "{} is above {side}, the smaller side of {name} (a rank is at most min(in, out) \
+                 of every projection it adapts)",
+                lora.rank
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// LoRA: frozen base weights and a fresh adapter pair (PEFT's initialisation, seeded) on every
 /// targeted projection.
 fn build_lora(
@@ -106,6 +140,7 @@ fn build_lora(
         .next()
         .map(|t| t.device().clone())
         .ok_or_else(|| PolicyError::arg("weights", "empty weight map"))?;
+    check_rank(cfg, lora)?;
     for i in 0..cfg.num_hidden_layers {
         for (path, _) in layer_projection_paths(i) {
             if !lora.targets(&path) {
@@ -329,7 +364,13 @@ impl Policy {
             target_modules: serde_json::from_value(v["target_modules"].clone())
                 .map_err(|e| bad(&adapter_cfg, format!("target_modules: {e}")))?,
         };
-        let policy = Self::new(&loaded, Trainable::Lora(lora), seed)?;
+        let policy = Self::new(&loaded, Trainable::Lora(lora), seed).map_err(|e| match e {
+            // `r`, `lora_alpha` or `target_modules` out of range: the file is at fault
+            PolicyError::InvalidArgument { name, reason } => {
+                bad(&adapter_cfg, format!("{name}: {reason}"))
+            }
+            e => e,
+        })?;
         let path = dir.join("adapter_model.safetensors");
         let tensors = candle_core::safetensors::load(&path, policy.model.device())
             .map_err(|e| bad(&path, e.to_string()))?;

@@ -5,7 +5,7 @@
 use crate::advantages::Scorers;
 use crate::config::{AdvEstimator, Config};
 use crate::error::TrainError;
-use crate::run_dir::{RunDir, TrainerState};
+use crate::run_dir::{RunDir, RunDirError, TrainerState};
 use crate::update::UpdateModels;
 use ragen_gym_policy as pol;
 
@@ -29,6 +29,56 @@ fn adamw(lr: f64, weight_decay: f64) -> pol::AdamWConfig {
     }
 }
 
+/// Whether the run in `run` has a checkpoint to resume from. None is fine before the first one
+/// was written (a crash in the first iterations: the run starts again from `model.path`), but
+/// not a checkpoint directory without its `trainer_state.json` (a checkpoint is renamed into
+/// place whole, so files were removed) nor none at all once `metrics.jsonl` records an
+/// iteration past the first checkpoint (that line is written only after the checkpoint of
+/// iteration `trainer.save_freq` was complete, so `checkpoint/` was removed).
+fn has_checkpoint(cfg: &Config, run: &RunDir) -> Result<bool, RunDirError> {
+    let ckpt = run.checkpoint_path();
+    if run.has_checkpoint() {
+        return Ok(true);
+    }
+    if ckpt.exists() {
+        return Err(RunDirError::Invalid {
+            path: ckpt.join("trainer_state.json"),
+            reason: "missing from the checkpoint (it is written whole, so files were removed): \
+                     restore it, or move checkpoint/ away to start again from the model"
+                .into(),
+        });
+    }
+    let sf = cfg.trainer.save_freq;
+    match run.last_logged_iteration()? {
+        Some(last) if sf > 0 && i64::try_from(last).unwrap_or(i64::MAX) > sf => {
+            Err(RunDirError::Invalid {
+                path: ckpt,
+                reason: format!(
+                    "missing, yet metrics.jsonl records iteration {last}, written only after \
+                     the checkpoint of iteration {sf} (trainer.save_freq) was complete: \
+                     restore checkpoint/, or start a new run"
+                ),
+            })
+        }
+        _ => Ok(false),
+    }
+}
+
+/// A LoRA setting the model cannot take (`lora.rank` past a projection's smaller side) is the
+/// config key's fault: [`crate::ConfigError`] naming `model.lora_rank`.
+fn lora_config_error(e: pol::PolicyError) -> TrainError {
+    match e {
+        pol::PolicyError::InvalidArgument {
+            name: "lora.rank",
+            reason,
+        } => crate::config::ConfigError::Invalid {
+            message: format!("model.lora_rank: {reason}"),
+        }
+        .into(),
+        e => e.into(),
+    }
+}
+
 impl Models {
     /// Load fresh models from `model.path`, or, with `resume`, the run's checkpoint (weights,
     /// optimiser states, the iteration it was written after), onto `device`. A run resumed before
@@ -46,7 +96,7 @@ impl Models {
         let resume = resume && {
             // A crash between the checkpoint's two renames leaves only `checkpoint.old`.
             pol::recover_interrupted(&ckpt)?;
-            ckpt.join("trainer_state.json").exists()
+            has_checkpoint(cfg, run)?
         };
         let (mut policy, iteration) = if resume {
             let state = run.read_trainer_state()?;
@@ -54,7 +104,8 @@ impl Models {
             (policy, state.iteration)
         } else {
             let loaded = pol::load_on(&cfg.model.resolved_path(), device)?;
-            (pol::Policy::new(&loaded, trainable.clone(), seed)?, 0)
+            let policy = pol::Policy::new(&loaded, trainable.clone(), seed);
+            (policy.map_err(lora_config_error)?, 0)
         };
         policy.set_gradient_checkpointing(cfg.model.gradient_checkpointing);
         let a = &cfg.actor;
@@ -69,7 +120,8 @@ impl Models {
             } else {
                 cfg.model.resolved_path()
             };
-            let mut critic = pol::Critic::new(&pol::load_on(&base, device)?, trainable, seed)?;
+            let critic = pol::Critic::new(&pol::load_on(&base, device)?, trainable, seed);
+            let mut critic = critic.map_err(lora_config_error)?;
             critic.set_gradient_checkpointing(cfg.model.gradient_checkpointing);
             let c = &cfg.critic;
             let mut opt = pol::AdamW::new(critic.params(), adamw(c.critic_lr, c.weight_decay))?;

@@ -62,6 +62,16 @@ pub const MAX_RUN_FILE_BYTES: u64 = 1 << 30;
 /// The text of `path`, refused with [`RunDirError::Invalid`] naming it when it holds more than
 /// `max` bytes (counted on the bytes read, not on the size the file system reports).
 fn read_text_capped(path: &Path, max: u64) -> Result<String, RunDirError> {
+    let bytes = read_bytes_capped(path, max)?;
+    String::from_utf8(bytes).map_err(|e| RunDirError::Invalid {
+        path: path.to_path_buf(),
+        reason: format!("not UTF-8 ({e})"),
+    })
+}
+
+/// The bytes of `path`, refused with [`RunDirError::Invalid`] naming it when it holds more than
+/// `max` (counted on the bytes read, not on the size the file system reports).
+fn read_bytes_capped(path: &Path, max: u64) -> Result<Vec<u8>, RunDirError> {
     use std::io::Read;
     let file = File::open(path).map_err(io(path))?;
     let mut bytes = Vec::new();
@@ -74,10 +84,7 @@ fn read_text_capped(path: &Path, max: u64) -> Result<String, RunDirError> {
             reason: format!("larger than {max} bytes, more than a run writes"),
         });
     }
-    String::from_utf8(bytes).map_err(|e| RunDirError::Invalid {
-        path: path.to_path_buf(),
-        reason: format!("not UTF-8 ({e})"),
-    })
+    Ok(bytes)
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError + '_ {
@@ -259,6 +266,11 @@ impl RunDir {
         self.root.join("run.json")
     }
 
+    /// Whether the checkpoint holds its `trainer_state.json` (the file a resume starts from).
+    pub fn has_checkpoint(&self) -> bool {
+        self.checkpoint_path().join("trainer_state.json").exists()
+    }
+
     /// Write the resolved config to `config.toml`.
     pub fn write_config(&self, cfg: &Config) -> Result<(), RunDirError> {
         write_atomic(&self.config_path(), cfg.to_toml().as_bytes())
@@ -302,6 +314,66 @@ impl RunDir {
         Ok(state)
     }
 
+    /// The highest `iteration` of a line of `metrics.jsonl` that parses (`None` without such a
+    /// line or without the file): how far a run had got, read leniently as a crash may have cut
+    /// its last line.
+    pub fn last_logged_iteration(&self) -> Result<Option<u64>, RunDirError> {
+        let path = self.metrics_path();
+        let bytes = match read_bytes_capped(&path, MAX_RUN_FILE_BYTES) {
+            Ok(b) => b,
+            Err(RunDirError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(bytes
+            .split(|&b| b == b'\n')
+            .filter_map(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
+            .filter_map(|v| v.get("iteration").and_then(serde_json::Value::as_u64))
+            .max())
+    }
+
+    /// Refuse to continue this run on another env: `run.json` and the checkpoint's
+    /// `trainer_state.json` (each where present) must name the plugin digest `plugin_sha256` and
+    /// the env id `env_id` the resumed run has loaded. `source` is how that plugin was named.
+    ///
+    /// # Errors
+    /// [`RunDirError::Invalid`] naming the file, what it records and what was loaded;
+    /// [`RunDirError::Io`]/[`RunDirError::Invalid`] when a present file cannot be read.
+    pub fn check_same_env(
+        &self,
+        plugin_sha256: &str,
+        env_id: &str,
+        source: &str,
+    ) -> Result<(), RunDirError> {
+        let state_path = self.checkpoint_path().join("trainer_state.json");
+        let mut recorded = Vec::new();
+        if self.run_info_path().exists() {
+            let info = self.read_run_info()?;
+            recorded.push((self.run_info_path(), info.plugin_sha256, info.env_id));
+        }
+        if state_path.exists() {
+            let state = self.read_trainer_state()?;
+            recorded.push((state_path, state.plugin_sha256, state.env_id));
+        }
+        for (path, sha, id) in recorded {
+            if sha != plugin_sha256 || id != env_id {
+                return Err(RunDirError::Invalid {
+                    path,
+                    reason: format!(
+                        "the run was trained on {id} (plugin sha256 {sha}), but the plugin \
+                         given now ({source}) is {env_id} (sha256 {plugin_sha256}): a run \
+                         continues on the env it was trained on (pass that plugin with --env, \
+                         or start a new run)"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Open a JSONL file for appending whole lines.
     pub fn jsonl_writer(&self, path: &Path) -> Result<JsonlWriter, RunDirError> {
         let file = OpenOptions::new()
@@ -316,27 +388,51 @@ impl RunDir {
     }
 
     /// Drop the lines of a JSONL file whose `iteration` is `first` or above (entries written
-    /// after the checkpoint a resumed run restarts from, which it writes again), and any line
-    /// that does not parse (a write cut short by a crash). Rewrites atomically; a missing file is
-    /// fine.
+    /// after the checkpoint a resumed run restarts from, which it writes again), and the lines
+    /// after the last line that parses (a write cut short by a crash: lines are only appended, so
+    /// a torn write can only be at the end). Rewrites atomically; a missing file is fine.
+    ///
+    /// # Errors
+    /// [`RunDirError::Invalid`] naming the file and line when a line that does not parse has a
+    /// whole line after it (the file was damaged, not cut short: dropping it would lose an
+    /// iteration silently), or when the file is over [`MAX_RUN_FILE_BYTES`].
     pub fn truncate_jsonl_from(&self, path: &Path, first: u64) -> Result<(), RunDirError> {
         // bytes, not text: a write cut short may end inside a multi-byte character
-        let bytes = match std::fs::read(path) {
+        let bytes = match read_bytes_capped(path, MAX_RUN_FILE_BYTES) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => {
-                return Err(RunDirError::Io {
-                    path: path.into(),
-                    source: e,
-                });
+            Err(RunDirError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(());
             }
+            Err(e) => return Err(e),
         };
+        let lines: Vec<(&[u8], Option<serde_json::Value>)> = bytes
+            .split(|&b| b == b'\n')
+            .map(|l| (l, serde_json::from_slice(l).ok()))
+            .collect();
+        let last_whole = lines.iter().rposition(|(_, v)| v.is_some());
         let mut kept = Vec::with_capacity(bytes.len());
-        for line in bytes.split(|&b| b == b'\n') {
-            let keep = serde_json::from_slice::<serde_json::Value>(line)
-                .ok()
-                .and_then(|v| v.get("iteration").and_then(serde_json::Value::as_u64))
-                .is_some_and(|i| i < first);
+        for (i, (line, value)) in lines.iter().enumerate() {
+            let Some(value) = value else {
+                let blank = line.iter().all(u8::is_ascii_whitespace);
+                if !blank && last_whole.is_some_and(|w| i < w) {
+                    return Err(RunDirError::Invalid {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "line {} is not JSON, yet whole lines follow it: the file is \
+                             damaged, not cut short by a crash (only a last line is dropped); \
+                             mend or delete that line to resume",
+                            i + 1
+                        ),
+                    });
+                }
+                continue;
+            };
+            let keep = value
+                .get("iteration")
+                .and_then(serde_json::Value::as_u64)
+                .is_some_and(|it| it < first);
             if keep {
                 kept.extend_from_slice(line);
                 kept.push(b'\n');
@@ -534,6 +630,37 @@ mod tests {
         let m = r.read_metrics().unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!(m[1]["x"], 4);
+    }
+
+    #[test]
+    fn truncation_drops_a_torn_end_and_refuses_damage_before_it() {
+        let d = tempfile::tempdir().unwrap();
+        let r = RunDir::create(d.path()).unwrap();
+        let path = r.metrics_path();
+        let whole = |i: u64| format!("{{\"iteration\": {i}}}\n");
+        // everything after the last whole line is a torn write: a cut line, then zeros (what a
+        // file system may show of blocks allocated but never written)
+        let torn = format!("{}{}{{\"iteration\": 3, \"x\n\0\0\0", whole(1), whole(2));
+        std::fs::write(&path, torn).unwrap();
+        r.truncate_jsonl_from(&path, 5).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            whole(1) + &whole(2)
+        );
+        // a garbled line with whole lines after it (lines 2 of 4): damage, refused by line,
+        // and the file left as it was
+        let damaged = format!("{}garbage\n\n{}", whole(1), whole(2));
+        std::fs::write(&path, &damaged).unwrap();
+        let e = r.truncate_jsonl_from(&path, 5).unwrap_err().to_string();
+        assert!(
+            e.contains("metrics.jsonl") && e.contains("line 2 is not JSON"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged);
+        // blank lines anywhere are no damage
+        std::fs::write(&path, format!("\n{}\n  \n{}", whole(1), whole(2))).unwrap();
+        r.truncate_jsonl_from(&path, 2).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), whole(1));
     }
 
     #[test]

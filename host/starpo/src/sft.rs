@@ -142,10 +142,13 @@ impl SftTrainer {
         } else {
             None
         };
-        let (models, _) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
         let probe = (setup.make_env)()?;
         let spec = probe.spec().clone();
         drop(probe);
+        if progress.is_some() {
+            run.check_same_env(&setup.plugin_sha256, &spec.id, &setup.env_source)?;
+        }
+        let (models, _) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
         let constraint = action_constraint(&cfg, &spec, models.policy.tokenizer())?;
         let p = RolloutParams::from_config(&cfg, &spec, cfg.rollout.temperature, cfg.seed.sampler);
         let demos = match setup.demonstrations {
@@ -170,18 +173,8 @@ impl SftTrainer {
             env_source: setup.env_source,
             model: cfg.model.resolved_path(),
         };
-        if progress.is_some() {
-            // The run's own model: `run.json` keeps it (the checkpoint holds the weights).
-            let own = run.read_run_info()?;
-            if own.plugin_sha256 != info.plugin_sha256 {
-                return Err(TrainError::Resume(format!(
-                    "cannot continue {} with sft: it was made with plugin sha256 {}, not {}",
-                    run.root().display(),
-                    own.plugin_sha256,
-                    info.plugin_sha256
-                )));
-            }
-        } else {
+        if progress.is_none() {
+            // A resumed run keeps its `run.json` (its model; the checkpoint holds the weights).
             run.write_config(&cfg)?;
             run.write_run_info(&info)?;
         }

@@ -73,8 +73,12 @@ impl Trainer {
     pub fn new(setup: TrainSetup) -> Result<Self, TrainError> {
         let run = RunDir::create(&setup.run_dir)?;
         let cfg = setup.config;
-        let (models, iteration) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
         let train_pool = EnvPool::from_factory(&setup.make_env, cfg.train_batch_size())?;
+        if setup.resume {
+            let id = &train_pool.spec().id;
+            run.check_same_env(&setup.plugin_sha256, id, &setup.env_source)?;
+        }
+        let (models, iteration) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
         let val_pool = EnvPool::from_factory(&setup.make_env, cfg.val_batch_size())?;
         let constraint = action_constraint(&cfg, train_pool.spec(), models.policy.tokenizer())?;
         let prefix_sharing = PrefixSharing::decide(&cfg, &models.policy.sampler());

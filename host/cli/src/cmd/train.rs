@@ -213,6 +213,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         e => ExpectedError::training("training setup", e),
     })?;
     eprintln!("run directory: {}", trainer.run_dir().display());
+    if args.resume.is_some() && !RunDir::open(trainer.run_dir())?.has_checkpoint() {
+        // allowed only before the first checkpoint was due (`Models::load`)
+        eprintln!(
+            "no checkpoint yet (the run stopped before its first): training starts again from \
+             the model"
+        );
+    }
     write_lock(
         trainer.run_dir(),
         std::iter::once(envs.lock).chain(reward_locks).collect(),

@@ -28,8 +28,10 @@ pub struct SandboxArgs {
     /// A budget of 0 is refused.
     #[arg(long, value_name = "UNITS|off", value_parser = parse_fuel)]
     pub fuel: Option<Fuel>,
-    /// Linear-memory cap per plugin instance, MiB (default 256).
-    #[arg(long = "memory-mib", value_name = "MIB")]
+    /// Linear-memory cap per plugin instance, MiB (default 256; 1 to 4096, the most a 32-bit
+    /// Wasm memory can address).
+    #[arg(long = "memory-mib", value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub memory_mib: Option<u64>,
     /// Where plugins may come from.
     #[command(flatten)]

@@ -133,3 +133,54 @@ fn rollout_model_of_a_full_policy_scores_as_the_policy() {
     assert!(d(&after, &before) > 1e-4, "the step moved nothing");
     assert!(d(&lp(&policy.rollout_model().unwrap()), &after) < 1e-5);
 }
+
+/// A LoRA rank past a projection's smaller side is refused by name before any adapter is
+/// allocated (`lora_rank = 4294967295` aborted on the allocation), from a config and from a
+/// checkpoint's `adapter_config.json` (then naming that file). The tiny model's smallest
+/// projections are k_proj and v_proj: 32 in, 2 KV heads x head dim 8 = 16 out.
+#[test]
+fn a_lora_rank_past_a_projections_side_is_refused_by_name() {
+    let loaded = tiny_loaded(tiny_cfg(), 3);
+    let lora = |rank: usize| {
+        Trainable::Lora(LoraConfig {
+            rank,
+            ..LoraConfig::default()
+        })
+    };
+    assert!(Policy::new(&loaded, lora(16), 1).is_ok());
+    for rank in [17, u32::MAX as usize] {
+        let e = Policy::new(&loaded, lora(rank), 1)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("lora.rank")
+                && e.contains(&format!("{rank} is above 16, the smaller side of k_proj")),
+            "{e}"
+        );
+    }
+    // the same from a checkpoint: r out of range names adapter_config.json
+    let dir = tempfile::tempdir().unwrap();
+    Policy::new(&loaded, lora(4), 1)
+        .unwrap()
+        .save_pretrained(dir.path())
+        .unwrap();
+    let cfg_path = dir.path().join("adapter_config.json");
+    let text = std::fs::read_to_string(&cfg_path).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for (r, want) in [
+        (0u64, "must be at least 1"),
+        (1 << 32, "above 16, the smaller side of k_proj"),
+    ] {
+        v["r"] = r.into();
+        std::fs::write(&cfg_path, v.to_string()).unwrap();
+        let e = Policy::from_pretrained_on(dir.path(), 1, &Device::Cpu)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("adapter_config.json") && e.contains(want),
+            "{r}: {e}"
+        );
+    }
+}

@@ -48,7 +48,8 @@ pub struct Args {
     pub policy: PolicyKind,
     /// Number of episodes of `--policy` (refused with `--model`, whose validation protocol
     /// takes `--set es_manager.val.env_groups=N`).
-    #[arg(long, default_value_t = 100, conflicts_with = "model")]
+    #[arg(long, default_value_t = 100, conflicts_with = "model",
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub episodes: u32,
     /// Base seed of `--policy` (refused with `--model`: `--set seed.val=S`).
     #[arg(long, default_value_t = 0, conflicts_with = "model")]
@@ -330,7 +331,7 @@ fn print_tally(
     expert: Option<&ExpertInfo>,
     tally: &Tally,
 ) -> anyhow::Result<()> {
-    let n = f64::from(args.episodes.max(1));
+    let n = f64::from(args.episodes);
     let sps = tally.steps as f64 / tally.env_time.as_secs_f64().max(1e-9);
     let success_rate = f64::from(tally.successes) / n;
     let claimed = (tally.claims > 0).then(|| tally.claimed / f64::from(tally.claims));

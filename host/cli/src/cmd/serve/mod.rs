@@ -54,16 +54,16 @@ pub struct Args {
     #[arg(long = "served-model-name", value_name = "NAME")]
     pub served_model_name: Option<String>,
     /// Largest `max_tokens` a request may ask for (also the default).
-    #[arg(long = "max-tokens", default_value_t = 1024)]
+    #[arg(long = "max-tokens", default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_tokens: usize,
     /// Largest `n`.
-    #[arg(long = "max-n", default_value_t = 16)]
+    #[arg(long = "max-n", default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_n: usize,
     /// Largest request body, bytes (a larger one gets HTTP 413).
-    #[arg(long = "max-body-bytes", default_value_t = 1 << 20)]
+    #[arg(long = "max-body-bytes", default_value_t = 1 << 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_body_bytes: usize,
     /// Most choices sampled in one round of sampler calls.
-    #[arg(long = "max-batch", default_value_t = 32)]
+    #[arg(long = "max-batch", default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_batch: usize,
     /// Milliseconds the batcher waits for more requests after the first of a call.
     #[arg(long = "batch-window-ms", default_value_t = 5)]
@@ -203,7 +203,7 @@ pub fn start(args: &Args) -> anyhow::Result<Running> {
     let batcher = Batcher::spawn(
         BatchPolicy {
             window: Duration::from_millis(args.batch_window_ms),
-            max_rows: args.max_batch.max(1),
+            max_rows: args.max_batch,
             queue: args.queue,
         },
         sampler(model, tokenizer.clone(), args.prefix_cache_mib << 20),
@@ -215,7 +215,7 @@ pub fn start(args: &Args) -> anyhow::Result<Running> {
         batcher,
         caps: Caps {
             max_tokens: args.max_tokens.max(1),
-            max_n: args.max_n.max(1),
+            max_n: args.max_n,
         },
         max_body: args.max_body_bytes,
         api_key,
