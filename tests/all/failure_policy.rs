@@ -165,3 +165,26 @@ fn a_trajectory_over_its_wall_budget_ends_as_a_timeout() {
         out.stderr
     );
 }
+
+/// A config the plugin refuses at its first instance is a config error (exit code 12) naming
+/// the key and the value, not a failure of no kind (exit code 1) that named only the plugin.
+#[test]
+fn an_env_config_the_plugin_refuses_is_a_config_error_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let out = train(
+        &model,
+        "bandit",
+        &dir.path().join("run"),
+        &["env.config={bad"],
+    );
+    assert_eq!(out.code, Some(12), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "invalid configuration: make the env from env.config = \"{bad\": env \
+             ragen/Bandit-v0 returned an error: invalid config: config is not valid JSON"
+        ),
+        "{}",
+        out.stderr
+    );
+}

@@ -19,6 +19,7 @@ use crate::shared::plugins::{load_reward_functions, write_lock};
 use crate::shared::run::{RunEnvs, new_env};
 use crate::shared::sandbox::SandboxArgs;
 use anyhow::Context;
+use ragen_gym_core::{EnvCallError, EnvError};
 use ragen_gym_policy::Device;
 use ragen_gym_starpo::seeds::group_seeds;
 use ragen_gym_starpo::{
@@ -138,7 +139,25 @@ fn run_base(args: &Args, device: &Device) -> anyhow::Result<(ConfigBuilder, Stri
 /// env has action names (otherwise it needs the observation's action list), and the env's
 /// expert when it has one for this config (the optimum line when the expert is optimal).
 pub(crate) fn references(envs: &RunEnvs, config: &Config) -> anyhow::Result<Vec<Reference>> {
-    let mut env = new_env(&envs.plugin, &config.env.config, envs.grants.clone())?;
+    // the run's first env instance: a config the plugin refuses is a config error naming its key
+    let mut env = new_env(&envs.plugin, &config.env.config, envs.grants.clone()).map_err(|e| {
+        let invalid = matches!(
+            &e,
+            EnvCallError::Env {
+                error: EnvError::InvalidConfig(_),
+                ..
+            }
+        );
+        let e = anyhow::Error::new(e).context(format!(
+            "make the env from env.config = {:?}",
+            config.env.config
+        ));
+        if invalid {
+            ExpectedError::config(e).into()
+        } else {
+            e
+        }
+    })?;
     let v = &config.es_manager.val;
     let seeds: Vec<u64> = group_seeds(config.seed.val, v.env_groups, v.group_size)
         .into_iter()

@@ -76,15 +76,6 @@ impl Config {
         if self.rollout.max_model_len == 0 {
             return bad("rollout.max_model_len must be positive".into());
         }
-        if !self.env.config.trim().is_empty() {
-            // configs/default.toml: "the env's own config as a JSON object string"; a plugin
-            // would refuse it too, but without naming the key
-            match serde_json::from_str::<serde_json::Value>(&self.env.config) {
-                Ok(serde_json::Value::Object(_)) => {}
-                Ok(_) => return bad("env.config must be a JSON object (or \"\")".into()),
-                Err(e) => return bad(format!("env.config is not JSON: {e}")),
-            }
-        }
         if self.rollout.response_length > self.rollout.max_model_len {
             // a response cannot outgrow the context; 2^32 tokens aborted on allocation
             return bad(format!(
