@@ -6,12 +6,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error: in the message and not a `source`, so build scripts, which print the
+        /// message alone, show it and an error-chain printer does not repeat it.
+        error: std::io::Error,
     },
     /// The directory holds no plugin project.
     #[error(
@@ -84,7 +85,7 @@ impl BuildError {
     /// An [`BuildError::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
-        move |source| Self::Io { path, source }
+        move |error| Self::Io { path, error }
     }
 
     /// A [`BuildError::Field`].
@@ -94,5 +95,22 @@ impl BuildError {
             field: field.to_string(),
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BuildError;
+
+    /// Build scripts print an error's message alone and the CLI prints the chain: the OS error
+    /// is in the message and not repeated as a cause.
+    #[test]
+    fn an_io_error_names_the_os_error_once_in_message_or_chain() {
+        let e = BuildError::io("plugins/x/Cargo.toml")(std::io::Error::from_raw_os_error(2));
+        assert_eq!(
+            e.to_string(),
+            "plugins/x/Cargo.toml: No such file or directory (os error 2)"
+        );
+        assert!(std::error::Error::source(&e).is_none());
     }
 }

@@ -77,7 +77,7 @@ pub enum ConfigError {
         message: String,
     },
     /// A config file could not be read.
-    #[error("failed to read config file {path}: {source}")]
+    #[error("failed to read config file {path}")]
     Io {
         /// The path.
         path: String,

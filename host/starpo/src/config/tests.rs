@@ -469,3 +469,27 @@ fn numeric_keys() -> Vec<(String, bool)> {
         })
         .collect()
 }
+
+/// An error chain (each cause's message after the one before, as the CLI prints it) names the OS
+/// error once: "failed to read config file F: No such file or directory (os error 2)" printed it
+/// twice, in the message and again as the cause.
+#[test]
+fn a_missing_config_file_names_its_os_error_once() {
+    let missing = "/nonexistent/ragen-gym/layer.toml";
+    let e = ConfigBuilder::new()
+        .layer_file(std::path::Path::new(missing))
+        .err()
+        .expect("a missing file is an error");
+    let mut chain = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        chain.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    let os = std::io::Error::from(std::io::ErrorKind::NotFound).to_string();
+    assert!(
+        chain.starts_with(&format!("failed to read config file {missing}")),
+        "{chain}"
+    );
+    assert_eq!(chain.matches("os error 2").count(), 1, "{chain} ({os})");
+}
