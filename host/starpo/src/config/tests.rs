@@ -476,10 +476,9 @@ fn numeric_keys() -> Vec<(String, bool)> {
 #[test]
 fn a_missing_config_file_names_its_os_error_once() {
     let missing = "/nonexistent/ragen-gym/layer.toml";
-    let e = ConfigBuilder::new()
-        .layer_file(std::path::Path::new(missing))
-        .err()
-        .expect("a missing file is an error");
+    let Err(e) = ConfigBuilder::new().layer_file(std::path::Path::new(missing)) else {
+        panic!("a missing file is an error");
+    };
     let mut chain = e.to_string();
     let mut cause = std::error::Error::source(&e);
     while let Some(c) = cause {
