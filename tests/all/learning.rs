@@ -636,6 +636,7 @@ fn sft_on_expert_demonstrations_raises_the_experts_log_prob_and_success() {
     assert!(success[success.len() - 1] >= 0.9, "{success:?}");
     assert!(loss[loss.len() - 1] < loss[0], "{loss:?}");
     // `train --resume` continues the SFT run directory with RL, from iteration 0.
+    drop(sft); // its run-directory lock with it
     let bandit = ragen_gym_builtins::find("bandit").unwrap().native.unwrap();
     let resumed = Trainer::new(TrainSetup {
         config: cfg,
@@ -729,6 +730,7 @@ fn a_resumed_sft_run_repeats_the_uninterrupted_one() {
     let mut first = SftTrainer::new(setup("b", 1, false, Demonstrations::Collect(8))).unwrap();
     let demos = first.demonstrations().to_vec();
     first.train(quiet).unwrap();
+    drop(first); // its run-directory lock with it
     let mut resumed = SftTrainer::new(SftSetup {
         lr: 0.5,
         batch_size: 1,
@@ -761,6 +763,7 @@ fn a_resumed_sft_run_repeats_the_uninterrupted_one() {
             })
         )
     );
+    drop(resumed); // its run-directory lock with it
     // The checkpoint of an RL iteration (as `train --resume` writes it) is not an SFT epoch.
     let path = run_b.checkpoint_path().join("trainer_state.json");
     let rl = std::fs::read_to_string(&path)
@@ -783,6 +786,13 @@ fn a_resumed_sft_run_repeats_the_uninterrupted_one() {
     // Nothing to continue: a run directory without a checkpoint.
     let m = refused("c");
     assert!(m.contains("no checkpoint") && m.contains("/c"), "{m}");
+    // A checkpoint without its trainer_state.json: files were removed, not "no epoch".
+    std::fs::remove_file(&path).unwrap();
+    let m = refused("b");
+    assert!(
+        m.contains("trainer_state.json is missing from its checkpoint"),
+        "{m}"
+    );
 }
 
 /// `sft`'s cosine schedule and sparse validation: with 8 demonstrations in batches of 4 (2 steps
@@ -853,6 +863,7 @@ fn sft_decays_its_rate_on_a_cosine_and_validates_every_n_epochs() {
         _ => Ok(()),
     });
     assert!(stop.is_err());
+    drop(first); // its run-directory lock with it
     let mut resumed = SftTrainer::new(SftSetup {
         lr: 0.5,
         schedule: SftSchedule::default(),

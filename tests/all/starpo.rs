@@ -204,6 +204,7 @@ fn train_one_iteration_then_resume_with_the_default_model() {
             .join("checkpoint/policy/adapter_model.safetensors")
             .exists()
     );
+    drop(t); // its run-directory lock with it
     let mut t = build(2, true);
     assert_eq!(t.iteration(), 1);
     t.train(&mut reporters(&t)).unwrap();
@@ -245,15 +246,15 @@ fn train_one_iteration_then_resume_with_the_default_model() {
     assert_eq!(tb, want);
 
     // A resume refuses another env, and a checkpoint that was removed rather than never written.
-    let refused = |sha: &str, env: &'static str| -> String {
-        let cfg = RunDir::open(&run_dir)
-            .unwrap()
-            .resume_config()
-            .unwrap()
-            .build()
-            .unwrap();
+    drop(t);
+    let resume = |sha: &str, env: &'static str, set: &str| {
+        let mut b = RunDir::open(&run_dir).unwrap().resume_config().unwrap();
+        if !set.is_empty() {
+            b = b.layer_override(set).unwrap();
+        }
+        let cfg = b.build().unwrap();
         let make = ragen_gym_builtins::find(env).unwrap().native.unwrap();
-        let t = Trainer::new(TrainSetup {
+        Trainer::new(TrainSetup {
             config: cfg,
             make_env: Box::new(move || make("")),
             plugin_sha256: sha.into(),
@@ -262,12 +263,57 @@ fn train_one_iteration_then_resume_with_the_default_model() {
             run_dir: run_dir.clone(),
             resume: true,
             device: ragen_gym_policy::Device::Cpu,
-        });
-        match t {
-            Ok(t) => format!("resumed at iteration {}", t.iteration()),
-            Err(e) => format!("{e}"),
-        }
+        })
     };
+    let refused = |sha: &str, env: &'static str| match resume(sha, env, "") {
+        Ok(t) => format!("resumed at iteration {}", t.iteration()),
+        Err(e) => format!("{e}"),
+    };
+    let files = || {
+        [
+            "config.toml",
+            "metrics.jsonl",
+            "trajectories.jsonl",
+            "run.json",
+        ]
+        .map(|f| std::fs::read(run_dir.join(f)).unwrap())
+    };
+    // one process writes a run at a time: a second one is refused while the first lives
+    let first = resume("native", "bandit", "").unwrap();
+    let e = refused("native", "bandit");
+    assert!(e.contains(".lock: held by another process"), "{e}");
+    drop(first);
+    // a resume may not change what the checkpoint trains (rank 2, alpha 4)
+    for (set, want) in [
+        (
+            "model.lora_rank=4",
+            "model.lora_rank = 4, but the checkpoint",
+        ),
+        (
+            "model.lora_alpha=8.0",
+            "model.lora_alpha = 8, but the checkpoint",
+        ),
+    ] {
+        let e = resume("native", "bandit", set).err().unwrap().to_string();
+        assert!(e.contains(want) && e.contains("trained with"), "{set}: {e}");
+    }
+    // a damaged line before the end of trajectories.jsonl is refused before any file changes
+    let before = files();
+    let trajectories = run_dir.join("trajectories.jsonl");
+    let whole = String::from_utf8(before[2].clone()).unwrap();
+    std::fs::write(&trajectories, format!("{{garbage\n{whole}")).unwrap();
+    let damaged = files();
+    let e = refused("native", "bandit");
+    assert!(
+        e.contains("trajectories.jsonl: line 1 is not JSON, yet whole lines follow it"),
+        "{e}"
+    );
+    assert!(
+        files() == damaged,
+        "a refused resume changed the run's files"
+    );
+    std::fs::write(&trajectories, whole).unwrap();
+    assert!(files() == before);
     let e = refused("other", "bandit");
     assert!(
         e.contains("run.json")
@@ -297,6 +343,15 @@ fn train_one_iteration_then_resume_with_the_default_model() {
     assert!(
         e.contains("checkpoint: missing, yet metrics.jsonl records iteration 2")
             && e.contains("checkpoint of iteration 1 (trainer.save_freq)"),
+        "{e}"
+    );
+    // the run's own save_freq decides, not one the resume sets
+    let e = resume("native", "bandit", "trainer.save_freq=10")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("checkpoint of iteration 1 (trainer.save_freq)"),
         "{e}"
     );
     // a crash before the first checkpoint (only iteration 1 logged): the run starts again

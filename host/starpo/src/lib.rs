@@ -75,7 +75,7 @@ pub use rollout::{
     EnvFactory, EnvPool, GenerateError, Generation, GenerationParams, Generator, RolloutParams,
     rollout,
 };
-pub use run_dir::{RunDir, RunInfo, SftProgress, SftSchedule, TrainerState};
+pub use run_dir::{RunDir, RunInfo, RunLock, SftProgress, SftSchedule, TrainerState};
 #[cfg(feature = "trainer")]
 pub use sft::{Demonstrations, SftSetup, SftTrainer};
 #[cfg(feature = "trainer")]

@@ -48,7 +48,11 @@ fn has_checkpoint(cfg: &Config, run: &RunDir) -> Result<bool, RunDirError> {
                 .into(),
         });
     }
-    let sf = cfg.trainer.save_freq;
+    // the run's own `trainer.save_freq` (its config.toml), not one a `--set` gives the resume
+    let sf = run
+        .resume_config()
+        .and_then(crate::config::ConfigBuilder::build)
+        .map_or(cfg.trainer.save_freq, |own| own.trainer.save_freq);
     match run.last_logged_iteration()? {
         Some(last) if sf > 0 && i64::try_from(last).unwrap_or(i64::MAX) > sf => {
             Err(RunDirError::Invalid {
@@ -61,6 +65,42 @@ fn has_checkpoint(cfg: &Config, run: &RunDir) -> Result<bool, RunDirError> {
             })
         }
         _ => Ok(false),
+    }
+}
+
+/// A resumed run trains what its checkpoint holds: `model.lora_rank` and `model.lora_alpha` may
+/// not change (the checkpoint's adapter would be kept and the new values only recorded).
+fn same_trainable(
+    cfg: &Config,
+    had: &pol::Trainable,
+    ckpt: &std::path::Path,
+) -> Result<(), TrainError> {
+    let (rank, alpha) = match had {
+        pol::Trainable::Full => (0, cfg.model.lora_alpha),
+        pol::Trainable::Lora(l) => (l.rank, l.alpha),
+    };
+    let m = &cfg.model;
+    let differs = if m.lora_rank != rank {
+        Some(("model.lora_rank", m.lora_rank.to_string(), rank.to_string()))
+    } else if m.lora_rank > 0 && m.lora_alpha != alpha {
+        Some((
+            "model.lora_alpha",
+            m.lora_alpha.to_string(),
+            alpha.to_string(),
+        ))
+    } else {
+        None
+    };
+    match differs {
+        Some((key, want, has)) => Err(crate::config::ConfigError::Invalid {
+            message: format!(
+                "{key} = {want}, but the checkpoint in {} was trained with {has} (rank 0: full \
+                 fine-tuning): a resumed run keeps what its checkpoint trains",
+                ckpt.display()
+            ),
+        }
+        .into()),
+        None => Ok(()),
     }
 }
 
@@ -101,6 +141,7 @@ impl Models {
         let (mut policy, iteration) = if resume {
             let state = run.read_trainer_state()?;
             let policy = pol::Policy::from_pretrained_on(&pol::policy_dir(&ckpt), seed, device)?;
+            same_trainable(cfg, policy.trainable(), &ckpt)?;
             (policy, state.iteration)
         } else {
             let loaded = pol::load_on(&cfg.model.resolved_path(), device)?;

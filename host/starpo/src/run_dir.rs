@@ -9,6 +9,7 @@
 //! RUN_DIR/events.out.tfevents.* TensorBoard scalars (written by the CLI's reporter)
 //! RUN_DIR/checkpoint/          the latest checkpoint, replaced atomically; its
 //!                              trainer_state.json is a TrainerState
+//! RUN_DIR/.lock                held (an OS file lock) by the one process writing the run
 //! ```
 //!
 //! The trainer writes `config.toml`, `run.json` and the checkpoint; reporters write the rest
@@ -87,11 +88,67 @@ fn read_bytes_capped(path: &Path, max: u64) -> Result<Vec<u8>, RunDirError> {
     Ok(bytes)
 }
 
+/// The bytes of a JSONL file of the run (`None` when it does not exist), under
+/// [`MAX_RUN_FILE_BYTES`]; bytes, not text, as a write cut short may end inside a character.
+fn read_jsonl_bytes(path: &Path) -> Result<Option<Vec<u8>>, RunDirError> {
+    match read_bytes_capped(path, MAX_RUN_FILE_BYTES) {
+        Ok(b) => Ok(Some(b)),
+        Err(RunDirError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A line of a JSONL file and its value, when it parses.
+type JsonlLine<'a> = (&'a [u8], Option<serde_json::Value>);
+
+/// The lines of a JSONL file with their parsed values, without the lines after the last one
+/// that parses (a torn append: lines are only appended, so a cut write can only be at the end)
+/// and without blank lines. A line that does not parse with a whole line after it is damage, not
+/// a crash's cut: [`RunDirError::Invalid`] naming the file and the line (1-based).
+fn jsonl_lines<'a>(path: &Path, bytes: &'a [u8]) -> Result<Vec<JsonlLine<'a>>, RunDirError> {
+    let lines: Vec<JsonlLine<'_>> = bytes
+        .split(|&b| b == b'\n')
+        .map(|l| (l, serde_json::from_slice(l).ok()))
+        .collect();
+    let Some(last_whole) = lines.iter().rposition(|(_, v)| v.is_some()) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(last_whole + 1);
+    for (i, (line, value)) in lines.into_iter().take(last_whole + 1).enumerate() {
+        if value.is_none() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Err(RunDirError::Invalid {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "line {} is not JSON, yet whole lines follow it: the file is damaged, not \
+                     cut short by a crash (only a last line is dropped); mend or delete that \
+                     line to resume",
+                    i + 1
+                ),
+            });
+        }
+        out.push((line, value));
+    }
+    Ok(out)
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError + '_ {
     move |source| RunDirError::Io {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// The exclusive lock on a run directory ([`RunDir::lock`]): an advisory lock on
+/// `RUN_DIR/.lock` that the OS drops when the process ends (`kill -9` included), so one process
+/// at a time trains or fine-tunes a run. Dropping it releases the lock.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: File,
 }
 
 /// `run.json`: what a run trains on, so `--resume` and `eval` can find it again.
@@ -231,6 +288,32 @@ impl RunDir {
         })
     }
 
+    /// Take the run directory's lock for as long as the returned [`RunLock`] lives.
+    ///
+    /// # Errors
+    /// [`RunDirError::Invalid`] naming the lock file when another process holds it (two
+    /// `train --resume` of one run wrote every later iteration twice);
+    /// [`RunDirError::Io`] when it cannot be opened or locked.
+    pub fn lock(&self) -> Result<RunLock, RunDirError> {
+        let path = self.root.join(".lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io(&path))?;
+        match file.try_lock() {
+            Ok(()) => Ok(RunLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(RunDirError::Invalid {
+                path,
+                reason: "held by another process: another `train` or `sft` is writing this run \
+                         directory"
+                    .into(),
+            }),
+            Err(std::fs::TryLockError::Error(e)) => Err(RunDirError::Io { path, source: e }),
+        }
+    }
+
     /// The root path.
     pub fn root(&self) -> &Path {
         &self.root
@@ -318,15 +401,8 @@ impl RunDir {
     /// line or without the file): how far a run had got, read leniently as a crash may have cut
     /// its last line.
     pub fn last_logged_iteration(&self) -> Result<Option<u64>, RunDirError> {
-        let path = self.metrics_path();
-        let bytes = match read_bytes_capped(&path, MAX_RUN_FILE_BYTES) {
-            Ok(b) => b,
-            Err(RunDirError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
+        let Some(bytes) = read_jsonl_bytes(&self.metrics_path())? else {
+            return Ok(None);
         };
         Ok(bytes
             .split(|&b| b == b'\n')
@@ -397,41 +473,14 @@ impl RunDir {
     /// whole line after it (the file was damaged, not cut short: dropping it would lose an
     /// iteration silently), or when the file is over [`MAX_RUN_FILE_BYTES`].
     pub fn truncate_jsonl_from(&self, path: &Path, first: u64) -> Result<(), RunDirError> {
-        // bytes, not text: a write cut short may end inside a multi-byte character
-        let bytes = match read_bytes_capped(path, MAX_RUN_FILE_BYTES) {
-            Ok(b) => b,
-            Err(RunDirError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                return Ok(());
-            }
-            Err(e) => return Err(e),
+        let Some(bytes) = read_jsonl_bytes(path)? else {
+            return Ok(());
         };
-        let lines: Vec<(&[u8], Option<serde_json::Value>)> = bytes
-            .split(|&b| b == b'\n')
-            .map(|l| (l, serde_json::from_slice(l).ok()))
-            .collect();
-        let last_whole = lines.iter().rposition(|(_, v)| v.is_some());
+        let lines = jsonl_lines(path, &bytes)?;
         let mut kept = Vec::with_capacity(bytes.len());
-        for (i, (line, value)) in lines.iter().enumerate() {
-            let Some(value) = value else {
-                let blank = line.iter().all(u8::is_ascii_whitespace);
-                if !blank && last_whole.is_some_and(|w| i < w) {
-                    return Err(RunDirError::Invalid {
-                        path: path.to_path_buf(),
-                        reason: format!(
-                            "line {} is not JSON, yet whole lines follow it: the file is \
-                             damaged, not cut short by a crash (only a last line is dropped); \
-                             mend or delete that line to resume",
-                            i + 1
-                        ),
-                    });
-                }
-                continue;
-            };
+        for (line, value) in lines {
             let keep = value
-                .get("iteration")
-                .and_then(serde_json::Value::as_u64)
+                .and_then(|v| v.get("iteration").and_then(serde_json::Value::as_u64))
                 .is_some_and(|it| it < first);
             if keep {
                 kept.extend_from_slice(line);
@@ -439,6 +488,21 @@ impl RunDir {
             }
         }
         write_atomic(path, &kept)
+    }
+
+    /// Check, writing nothing, that a resume can truncate `metrics.jsonl` and
+    /// `trajectories.jsonl` ([`RunDir::truncate_jsonl_from`]): run before a resumed run
+    /// rewrites any file, so a refusal leaves the run directory as it was.
+    ///
+    /// # Errors
+    /// As [`RunDir::truncate_jsonl_from`].
+    pub fn check_jsonl_resumable(&self) -> Result<(), RunDirError> {
+        for path in [self.metrics_path(), self.trajectories_path()] {
+            if let Some(bytes) = read_jsonl_bytes(&path)? {
+                jsonl_lines(&path, &bytes)?;
+            }
+        }
+        Ok(())
     }
 
     /// Read `trajectories.jsonl`: each record with its line number (0-based; blank lines are

@@ -37,7 +37,7 @@ use crate::models::Models;
 use crate::passes::{PassBatch, step_passes};
 use crate::policy_adapter::PrefixSharing;
 use crate::rollout::{EnvFactory, EnvPool, RolloutParams, answer_joiner, expert_rollout};
-use crate::run_dir::{RunDir, RunInfo, SftProgress, SftSchedule, TrainerState};
+use crate::run_dir::{RunDir, RunInfo, RunLock, SftProgress, SftSchedule, TrainerState};
 use crate::update::{accumulate_and_step, schedule};
 use crate::validation::{ValidationRun, validate_run};
 use ragen_gym_core::{Trajectory, splitmix64};
@@ -105,6 +105,8 @@ pub struct SftTrainer {
     val_every: u32,
     /// Epochs completed (those of the checkpoint when resuming).
     done: u32,
+    /// The run directory's lock, held while the trainer lives.
+    _lock: RunLock,
 }
 
 impl SftTrainer {
@@ -137,6 +139,7 @@ impl SftTrainer {
             .into());
         }
         let run = RunDir::create(&setup.run_dir)?;
+        let lock = run.lock()?;
         let progress = if setup.resume {
             Some(sft_progress(&run)?)
         } else {
@@ -198,6 +201,7 @@ impl SftTrainer {
             batch_size,
             val_every: setup.val_every.max(1),
             done,
+            _lock: lock,
         })
     }
 
@@ -433,10 +437,17 @@ fn sft_progress(run: &RunDir) -> Result<SftProgress, TrainError> {
             run.root().display()
         ))
     };
-    if !ckpt.join("trainer_state.json").exists() {
-        return Err(not_sft(
-            "it has no checkpoint (no epoch was completed)".into(),
-        ));
+    if !run.has_checkpoint() {
+        let why = if ckpt.exists() {
+            // a checkpoint is renamed into place whole, so files were removed
+            format!(
+                "{} is missing from its checkpoint: restore it, or start the run again",
+                ckpt.join("trainer_state.json").display()
+            )
+        } else {
+            "it has no checkpoint (no epoch was completed): start it again with `sft --env`".into()
+        };
+        return Err(not_sft(why));
     }
     let state = run.read_trainer_state()?;
     if state.iteration > 0 {

@@ -17,7 +17,7 @@ use crate::metrics::Metrics;
 use crate::models::Models;
 use crate::policy_adapter::PrefixSharing;
 use crate::rollout::{EnvFactory, EnvPool};
-use crate::run_dir::{RunDir, RunInfo, TrainerState};
+use crate::run_dir::{RunDir, RunInfo, RunLock, TrainerState};
 use crate::update::{actor_micro_batches, update};
 use crate::validation::{ValidationRun, validate_run};
 use ragen_gym_core::RewardFunction;
@@ -65,6 +65,8 @@ pub struct Trainer {
     iteration: u32,
     /// The last rollout's kept samples and metrics (Online-k reuse).
     cached: Option<(Vec<TrainSample>, Metrics)>,
+    /// The run directory's lock, held while the trainer lives.
+    _lock: RunLock,
 }
 
 impl Trainer {
@@ -72,11 +74,14 @@ impl Trainer {
     /// resolved `config.toml` and `run.json`.
     pub fn new(setup: TrainSetup) -> Result<Self, TrainError> {
         let run = RunDir::create(&setup.run_dir)?;
+        let lock = run.lock()?;
         let cfg = setup.config;
         let train_pool = EnvPool::from_factory(&setup.make_env, cfg.train_batch_size())?;
         if setup.resume {
+            // before anything is written: a refused resume leaves the run as it was
             let id = &train_pool.spec().id;
             run.check_same_env(&setup.plugin_sha256, id, &setup.env_source)?;
+            run.check_jsonl_resumable()?;
         }
         let (models, iteration) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
         let val_pool = EnvPool::from_factory(&setup.make_env, cfg.val_batch_size())?;
@@ -104,6 +109,7 @@ impl Trainer {
             resumed: setup.resume,
             iteration,
             cached: None,
+            _lock: lock,
         })
     }
 
