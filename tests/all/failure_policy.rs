@@ -188,3 +188,20 @@ fn an_env_config_the_plugin_refuses_is_a_config_error_naming_the_key() {
         out.stderr
     );
 }
+
+/// A config refused while the trainer is set up (a LoRA rank past the model's projections) is
+/// exit code 12 naming the key, and leaves no empty run directory behind.
+#[test]
+fn a_refused_setup_leaves_no_run_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let run = dir.path().join("run");
+    let out = train(&model, "bandit", &run, &["model.lora_rank=100000"]);
+    assert_eq!(out.code, Some(12), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("model.lora_rank: 100000 is above"),
+        "{}",
+        out.stderr
+    );
+    assert!(!run.exists(), "{} was left behind", run.display());
+}

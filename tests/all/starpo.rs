@@ -297,6 +297,15 @@ fn train_one_iteration_then_resume_with_the_default_model() {
         let e = resume("native", "bandit", set).err().unwrap().to_string();
         assert!(e.contains(want) && e.contains("trained with"), "{set}: {e}");
     }
+    // a total below the iterations done would train nothing and record the smaller total
+    let e = resume("native", "bandit", "trainer.total_training_steps=1")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("trainer.total_training_steps (1) is below the 2 iterations the run has done"),
+        "{e}"
+    );
     // a damaged line before the end of trajectories.jsonl is refused before any file changes
     let before = files();
     let trajectories = run_dir.join("trajectories.jsonl");

@@ -84,6 +84,17 @@ impl Trainer {
             run.check_jsonl_resumable()?;
         }
         let (models, iteration) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
+        let total = cfg.trainer.total_training_steps;
+        if total < iteration {
+            // it would train nothing and record the smaller total in config.toml
+            return Err(crate::config::ConfigError::Invalid {
+                message: format!(
+                    "trainer.total_training_steps ({total}) is below the {iteration} iterations \
+                     the run has done"
+                ),
+            }
+            .into());
+        }
         let val_pool = EnvPool::from_factory(&setup.make_env, cfg.val_batch_size())?;
         let constraint = action_constraint(&cfg, train_pool.spec(), models.policy.tokenizer())?;
         let prefix_sharing = PrefixSharing::decide(&cfg, &models.policy.sampler());

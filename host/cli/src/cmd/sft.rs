@@ -14,7 +14,9 @@
 //! epoch.
 
 use crate::ExpectedError;
-use crate::cmd::train::{default_run_dir, references, resumed_base, user_config};
+use crate::cmd::train::{
+    default_run_dir, references, remove_unused_run_dir, resumed_base, user_config,
+};
 use crate::report::Reporters;
 use crate::report::jsonl::{EnvSource, JsonlReporter};
 use crate::report::progress::ProgressReporter;
@@ -188,6 +190,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         env_config: config.env.config.clone(),
     };
     let summary = SummaryReporter::new(config.val_batch_size(), references(&envs, &config)?);
+    let created = (!run_dir.exists()).then(|| run_dir.clone());
     let mut sft = SftTrainer::new(SftSetup {
         make_env: envs.factory(&config),
         plugin_sha256: envs.sha256(),
@@ -206,6 +209,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         batch_size: args.batch_size,
         resume: args.resume.is_some(),
     })
+    .inspect_err(|_| remove_unused_run_dir(created.as_deref()))
     .map_err(|e| match e {
         e @ (TrainError::Config(_) | TrainError::Constraint(_) | TrainError::Resume(_)) => {
             ExpectedError::config(e)

@@ -92,6 +92,16 @@ pub(crate) fn user_config(
     b.build()
 }
 
+/// Remove the run directory `created` (one this command made) when the setup failed before
+/// writing anything there but its lock file: a refused config left an empty directory behind.
+/// A directory holding anything else is kept.
+pub(crate) fn remove_unused_run_dir(created: Option<&Path>) {
+    if let Some(dir) = created {
+        let _ = std::fs::remove_file(dir.join(".lock"));
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 /// `runs/<env>-<unix time>`: a new run's directory unless `--run-dir` names one.
 pub(crate) fn default_run_dir(env: &str) -> PathBuf {
     let t = std::time::SystemTime::now()
@@ -215,6 +225,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let log_trajectories = config.trainer.log_trajectories as usize;
     let summary = SummaryReporter::new(config.val_batch_size(), references(&envs, &config)?);
+    let created = (!run_dir.exists()).then(|| run_dir.clone());
     let mut trainer = Trainer::new(TrainSetup {
         make_env: envs.factory(&config),
         plugin_sha256: envs.sha256(),
@@ -225,6 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         resume: args.resume.is_some(),
         device,
     })
+    .inspect_err(|_| remove_unused_run_dir(created.as_deref()))
     .map_err(|e| match e {
         // A setting that cannot work with this env or model (constrained decoding on an env
         // without action names, an action the tokenizer cannot spell) is a config error.
