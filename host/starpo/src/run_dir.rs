@@ -100,8 +100,8 @@ fn read_jsonl_bytes(path: &Path) -> Result<Option<Vec<u8>>, RunDirError> {
     }
 }
 
-/// A line of a JSONL file and its value, when it parses.
-type JsonlLine<'a> = (&'a [u8], Option<serde_json::Value>);
+/// A line of a JSONL file: its number (1-based), its bytes and its value, when it parses.
+type JsonlLine<'a> = (usize, &'a [u8], Option<serde_json::Value>);
 
 /// The lines of a JSONL file with their parsed values, without the lines after the last one
 /// that parses (a torn append: lines are only appended, so a cut write can only be at the end)
@@ -110,13 +110,14 @@ type JsonlLine<'a> = (&'a [u8], Option<serde_json::Value>);
 fn jsonl_lines<'a>(path: &Path, bytes: &'a [u8]) -> Result<Vec<JsonlLine<'a>>, RunDirError> {
     let lines: Vec<JsonlLine<'_>> = bytes
         .split(|&b| b == b'\n')
-        .map(|l| (l, serde_json::from_slice(l).ok()))
+        .enumerate()
+        .map(|(i, l)| (i + 1, l, serde_json::from_slice(l).ok()))
         .collect();
-    let Some(last_whole) = lines.iter().rposition(|(_, v)| v.is_some()) else {
+    let Some(last_whole) = lines.iter().rposition(|(_, _, v)| v.is_some()) else {
         return Ok(Vec::new());
     };
     let mut out = Vec::with_capacity(last_whole + 1);
-    for (i, (line, value)) in lines.into_iter().take(last_whole + 1).enumerate() {
+    for (n, line, value) in lines.into_iter().take(last_whole + 1) {
         if value.is_none() {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -124,14 +125,13 @@ fn jsonl_lines<'a>(path: &Path, bytes: &'a [u8]) -> Result<Vec<JsonlLine<'a>>, R
             return Err(RunDirError::Invalid {
                 path: path.to_path_buf(),
                 reason: format!(
-                    "line {} is not JSON, yet whole lines follow it: the file is damaged, not \
+                    "line {n} is not JSON, yet whole lines follow it: the file is damaged, not \
                      cut short by a crash (only a last line is dropped); mend or delete that \
-                     line to resume",
-                    i + 1
+                     line to resume"
                 ),
             });
         }
-        out.push((line, value));
+        out.push((n, line, value));
     }
     Ok(out)
 }
@@ -478,7 +478,7 @@ impl RunDir {
         };
         let lines = jsonl_lines(path, &bytes)?;
         let mut kept = Vec::with_capacity(bytes.len());
-        for (line, value) in lines {
+        for (_, line, value) in lines {
             let keep = value
                 .and_then(|v| v.get("iteration").and_then(serde_json::Value::as_u64))
                 .is_some_and(|it| it < first);
@@ -490,16 +490,54 @@ impl RunDir {
         write_atomic(path, &kept)
     }
 
-    /// Check, writing nothing, that a resume can truncate `metrics.jsonl` and
-    /// `trajectories.jsonl` ([`RunDir::truncate_jsonl_from`]): run before a resumed run
-    /// rewrites any file, so a refusal leaves the run directory as it was.
+    /// Check, writing nothing, that a resume from the checkpoint of iteration `done` can
+    /// truncate `metrics.jsonl` and `trajectories.jsonl` ([`RunDir::truncate_jsonl_from`])
+    /// without losing a line silently: no damaged line, every line with a whole-number
+    /// `iteration` (the trainer's lines all have one), and `metrics.jsonl` holding each of the
+    /// iterations 1..=`done` the checkpoint covers (each was written and fsynced before its
+    /// checkpoint, so a missing one was cut or removed). Run before a resumed run rewrites any
+    /// file, so a refusal leaves the run directory as it was. A file that does not exist is
+    /// not checked.
     ///
     /// # Errors
-    /// As [`RunDir::truncate_jsonl_from`].
-    pub fn check_jsonl_resumable(&self) -> Result<(), RunDirError> {
+    /// [`RunDirError::Invalid`] naming the file and the line or the missing iterations; read
+    /// errors as [`RunDir::truncate_jsonl_from`].
+    pub fn check_jsonl_resumable(&self, done: u64) -> Result<(), RunDirError> {
         for path in [self.metrics_path(), self.trajectories_path()] {
-            if let Some(bytes) = read_jsonl_bytes(&path)? {
-                jsonl_lines(&path, &bytes)?;
+            let Some(bytes) = read_jsonl_bytes(&path)? else {
+                continue;
+            };
+            let invalid = |reason: String| RunDirError::Invalid {
+                path: path.clone(),
+                reason,
+            };
+            let mut seen = std::collections::BTreeSet::new();
+            for (n, _, value) in jsonl_lines(&path, &bytes)? {
+                let it = value
+                    .as_ref()
+                    .and_then(|v| v.get("iteration"))
+                    .and_then(serde_json::Value::as_u64)
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "line {n} has no whole-number \"iteration\" (every line the \
+                             trainer writes has one): mend or delete it to resume"
+                        ))
+                    })?;
+                seen.insert(it);
+            }
+            if path == self.metrics_path() {
+                let missing: Vec<String> = (1..=done)
+                    .filter(|k| !seen.contains(k))
+                    .map(|k| k.to_string())
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(invalid(format!(
+                        "no line for iteration {} of the {done} its checkpoint covers (each is \
+                         written before its checkpoint, so a line was cut or removed): restore \
+                         it, or delete the file to resume without the earlier metrics",
+                        missing.join(", ")
+                    )));
+                }
             }
         }
         Ok(())
@@ -694,6 +732,55 @@ mod tests {
         let m = r.read_metrics().unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!(m[1]["x"], 4);
+    }
+
+    #[test]
+    fn a_resume_check_refuses_lines_it_would_drop_silently() {
+        let d = tempfile::tempdir().unwrap();
+        let r = RunDir::create(d.path()).unwrap();
+        // no files: nothing to check
+        r.check_jsonl_resumable(3).unwrap();
+        let it = |i: u64| format!("{{\"iteration\": {i}}}\n");
+        let metrics = |text: String| std::fs::write(r.metrics_path(), text).unwrap();
+        let err = |done| r.check_jsonl_resumable(done).unwrap_err().to_string();
+        // the checkpoint's iterations present (and 0, and one past it, and a torn end): fine
+        metrics(format!(
+            "{}{}{}{}{}{{\"iter",
+            it(0),
+            it(1),
+            it(2),
+            it(3),
+            it(4)
+        ));
+        r.check_jsonl_resumable(3).unwrap();
+        // a line cut out (a NUL-ed or deleted line 2): refused naming the iteration
+        metrics(format!("{}{}", it(1), it(3)));
+        let e = err(3);
+        assert!(
+            e.contains("metrics.jsonl") && e.contains("no line for iteration 2 of the 3"),
+            "{e}"
+        );
+        assert!(r.check_jsonl_resumable(1).is_ok());
+        // whole JSON without a whole-number iteration: refused by line (1-based)
+        for bad in [
+            "{\"foo\": 1}",
+            "{\"iteration\": \"2\"}",
+            "{\"iteration\": 1e30}",
+        ] {
+            metrics(format!("{}{bad}\n{}", it(1), it(2)));
+            let e = err(2);
+            assert!(
+                e.contains("line 2 has no whole-number \"iteration\""),
+                "{bad}: {e}"
+            );
+        }
+        metrics(format!("{}{}", it(1), it(2)));
+        std::fs::write(r.trajectories_path(), format!("\n{}[]\n", it(1))).unwrap();
+        let e = err(2);
+        assert!(
+            e.contains("trajectories.jsonl") && e.contains("line 3 has no whole-number"),
+            "{e}"
+        );
     }
 
     #[test]

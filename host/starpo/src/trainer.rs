@@ -81,7 +81,12 @@ impl Trainer {
             // before anything is written: a refused resume leaves the run as it was
             let id = &train_pool.spec().id;
             run.check_same_env(&setup.plugin_sha256, id, &setup.env_source)?;
-            run.check_jsonl_resumable()?;
+            let done = if run.has_checkpoint() {
+                u64::from(run.read_trainer_state()?.iteration)
+            } else {
+                0
+            };
+            run.check_jsonl_resumable(done)?;
         }
         let (models, iteration) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
         let total = cfg.trainer.total_training_steps;
