@@ -281,7 +281,7 @@ fn train_one_iteration_then_resume_with_the_default_model() {
     // one process writes a run at a time: a second one is refused while the first lives
     let first = resume("native", "bandit", "").unwrap();
     let e = refused("native", "bandit");
-    assert!(e.contains(".lock: held by another process"), "{e}");
+    assert!(e.contains(".process.lock: held by another process"), "{e}");
     drop(first);
     // a resume may not change what the checkpoint trains (rank 2, alpha 4)
     for (set, want) in [

@@ -9,7 +9,7 @@
 //! RUN_DIR/events.out.tfevents.* TensorBoard scalars (written by the CLI's reporter)
 //! RUN_DIR/checkpoint/          the latest checkpoint, replaced atomically; its
 //!                              trainer_state.json is a TrainerState
-//! RUN_DIR/.lock                held (an OS file lock) by the one process writing the run
+//! RUN_DIR/.process.lock        held (an OS file lock) by the one process writing the run
 //! ```
 //!
 //! The trainer writes `config.toml`, `run.json` and the checkpoint; reporters write the rest
@@ -144,8 +144,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError + '_ {
 }
 
 /// The exclusive lock on a run directory ([`RunDir::lock`]): an advisory lock on
-/// `RUN_DIR/.lock` that the OS drops when the process ends (`kill -9` included), so one process
-/// at a time trains or fine-tunes a run. Dropping it releases the lock.
+/// `RUN_DIR/.process.lock` that the OS drops when the process ends (`kill -9` included), so
+/// one process at a time trains or fine-tunes a run. Dropping it releases the lock.
 #[derive(Debug)]
 pub struct RunLock {
     _file: File,
@@ -288,6 +288,12 @@ impl RunDir {
         })
     }
 
+    /// `.process.lock`: the file [`RunDir::lock`] locks (not `ragen-gym.lock`, the plugins'
+    /// digests).
+    pub fn lock_path(&self) -> PathBuf {
+        self.root.join(".process.lock")
+    }
+
     /// Take the run directory's lock for as long as the returned [`RunLock`] lives.
     ///
     /// # Errors
@@ -295,7 +301,7 @@ impl RunDir {
     /// `train --resume` of one run wrote every later iteration twice);
     /// [`RunDirError::Io`] when it cannot be opened or locked.
     pub fn lock(&self) -> Result<RunLock, RunDirError> {
-        let path = self.root.join(".lock");
+        let path = self.lock_path();
         let file = OpenOptions::new()
             .create(true)
             .write(true)
@@ -310,6 +316,10 @@ impl RunDir {
                          directory"
                     .into(),
             }),
+            // a file system without locks (std: `Unsupported`) still trains, unguarded
+            Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
+                Ok(RunLock { _file: file })
+            }
             Err(std::fs::TryLockError::Error(e)) => Err(RunDirError::Io { path, source: e }),
         }
     }

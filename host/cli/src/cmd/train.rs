@@ -97,7 +97,9 @@ pub(crate) fn user_config(
 /// A directory holding anything else is kept.
 pub(crate) fn remove_unused_run_dir(created: Option<&Path>) {
     if let Some(dir) = created {
-        let _ = std::fs::remove_file(dir.join(".lock"));
+        if let Ok(run) = RunDir::open(dir) {
+            let _ = std::fs::remove_file(run.lock_path());
+        }
         let _ = std::fs::remove_dir(dir);
     }
 }
