@@ -98,7 +98,8 @@ mod tests {
 
     /// Counts and sizes that must be positive (or bounded) are refused on the command line,
     /// naming the flag, with the usage exit code: `eval --episodes 0` exited 0 with success 0.0,
-    /// `serve --max-batch 0` started, `--memory-mib 0` failed later with exit code 1 and
+    /// `serve --max-batch 0` started (the serve limits now have upper bounds too, so the refusal
+    /// prints a readable range), `--memory-mib 0` failed later with exit code 1 and
     /// `--memory-mib` past 4096 MiB (a 32-bit Wasm memory's 4 GiB) was taken.
     #[test]
     fn zero_counts_and_oversized_limits_are_usage_errors() {
@@ -106,10 +107,14 @@ mod tests {
             (&["eval", "--env", "bandit"], "--episodes", &["0"]),
             (&["eval", "--env", "bandit"], "--memory-mib", &["0", "4097"]),
             (&["train", "--env", "bandit"], "--memory-mib", &["0"]),
-            (&["serve", "runs/x"], "--max-batch", &["0"]),
-            (&["serve", "runs/x"], "--max-n", &["0"]),
-            (&["serve", "runs/x"], "--max-tokens", &["0"]),
-            (&["serve", "runs/x"], "--max-body-bytes", &["0"]),
+            (&["serve", "runs/x"], "--max-batch", &["0", "4097"]),
+            (&["serve", "runs/x"], "--max-n", &["0", "129"]),
+            (&["serve", "runs/x"], "--max-tokens", &["0", "1048577"]),
+            (
+                &["serve", "runs/x"],
+                "--max-body-bytes",
+                &["0", "1073741825"],
+            ),
         ];
         for (base, flag, bad) in cases {
             let parse = |v: &str| {
@@ -135,5 +140,10 @@ mod tests {
             "4096",
         ];
         assert!(Cli::try_parse_from(max).is_ok());
+        // the refusal states the range readably (it printed 1..18446744073709551615)
+        let e = Cli::try_parse_from(["ragen-gym", "serve", "runs/x", "--max-batch", "0"])
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("0 is not in 1..=4096"), "{e}");
     }
 }

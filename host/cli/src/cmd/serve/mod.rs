@@ -53,17 +53,17 @@ pub struct Args {
     /// as vLLM names a served model by its path).
     #[arg(long = "served-model-name", value_name = "NAME")]
     pub served_model_name: Option<String>,
-    /// Largest `max_tokens` a request may ask for (also the default).
-    #[arg(long = "max-tokens", default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    /// Largest `max_tokens` a request may ask for (also the default; 1 to 2^20).
+    #[arg(long = "max-tokens", default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 20))]
     pub max_tokens: usize,
-    /// Largest `n`.
-    #[arg(long = "max-n", default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    /// Largest `n` (1 to 128).
+    #[arg(long = "max-n", default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=128))]
     pub max_n: usize,
-    /// Largest request body, bytes (a larger one gets HTTP 413).
-    #[arg(long = "max-body-bytes", default_value_t = 1 << 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    /// Largest request body, bytes (a larger one gets HTTP 413; 1 to 2^30).
+    #[arg(long = "max-body-bytes", default_value_t = 1 << 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 30))]
     pub max_body_bytes: usize,
-    /// Most choices sampled in one round of sampler calls.
-    #[arg(long = "max-batch", default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    /// Most choices sampled in one round of sampler calls (1 to 4096).
+    #[arg(long = "max-batch", default_value_t = 32, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
     pub max_batch: usize,
     /// Milliseconds the batcher waits for more requests after the first of a call.
     #[arg(long = "batch-window-ms", default_value_t = 5)]
