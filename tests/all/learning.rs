@@ -790,7 +790,7 @@ fn a_resumed_sft_run_repeats_the_uninterrupted_one() {
     std::fs::remove_file(&path).unwrap();
     let m = refused("b");
     assert!(
-        m.contains("trainer_state.json is missing from its checkpoint"),
+        m.contains("checkpoint/trainer_state.json: missing from the checkpoint"),
         "{m}"
     );
 }

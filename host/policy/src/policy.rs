@@ -9,11 +9,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, PROJECTIONS};
 use crate::hf_dir::{write_hf_dir, write_json};
 use crate::loader::LoadedModel;
 use crate::lora::{LoraAdapter, LoraConfig};
-use crate::model::{LlamaModel, ModelParts, Weights, layer_projection_paths};
+use crate::model::{LlamaModel, ModelParts, Weights, layer_projection_paths, projection_shapes};
 use crate::tokenizer::Tokenizer;
 use crate::{PolicyError, Result};
 
@@ -93,22 +93,11 @@ fn build_full(cfg: &ModelConfig, weights: &Weights) -> Result<(LlamaModel, Vec<N
 /// adds parameters and no expressiveness), before any adapter is allocated: a rank of 2^32
 /// aborted on the allocation.
 fn check_rank(cfg: &ModelConfig, lora: &LoraConfig) -> Result<()> {
-    let kv = cfg.num_key_value_heads.unwrap_or(cfg.num_attention_heads) * cfg.head_dim();
-    let (h, m) = (cfg.hidden_size, cfg.intermediate_size);
-    // (name, in, out) of a decoder layer's projections (`model/layer.rs`)
-    let sides = [
-        ("q_proj", h, cfg.num_attention_heads * cfg.head_dim()),
-        ("k_proj", h, kv),
-        ("v_proj", h, kv),
-        ("o_proj", cfg.num_attention_heads * cfg.head_dim(), h),
-        ("gate_proj", h, m),
-        ("up_proj", h, m),
-        ("down_proj", m, h),
-    ];
-    let smallest = sides
+    let smallest = PROJECTIONS
         .iter()
-        .filter(|(name, ..)| lora.targets(name))
-        .map(|&(name, i, o)| (i.min(o), name))
+        .zip(projection_shapes(cfg))
+        .filter(|((_, name), _)| lora.targets(name))
+        .map(|((_, name), shape)| (shape.input.min(shape.output), *name))
         .min();
     match smallest {
         Some((side, name)) if lora.rank > side => Err(PolicyError::arg(

@@ -29,24 +29,15 @@ fn adamw(lr: f64, weight_decay: f64) -> pol::AdamWConfig {
     }
 }
 
-/// Whether the run in `run` has a checkpoint to resume from. None is fine before the first one
-/// was written (a crash in the first iterations: the run starts again from `model.path`), but
-/// not a checkpoint directory without its `trainer_state.json` (a checkpoint is renamed into
-/// place whole, so files were removed) nor none at all once `metrics.jsonl` records an
-/// iteration past the first checkpoint (that line is written only after the checkpoint of
-/// iteration `trainer.save_freq` was complete, so `checkpoint/` was removed).
-fn has_checkpoint(cfg: &Config, run: &RunDir) -> Result<bool, RunDirError> {
-    let ckpt = run.checkpoint_path();
-    if run.has_checkpoint() {
-        return Ok(true);
-    }
-    if ckpt.exists() {
-        return Err(RunDirError::Invalid {
-            path: ckpt.join("trainer_state.json"),
-            reason: "missing from the checkpoint (it is written whole, so files were removed): \
-                     restore it, or move checkpoint/ away to start again from the model"
-                .into(),
-        });
+/// The checkpoint the run in `run` resumes from. None is fine before the first one was written
+/// (a crash in the first iterations: the run starts again from `model.path`), but not a
+/// checkpoint directory without its `trainer_state.json` ([`RunDir::checkpoint_state`]) nor
+/// none at all once `metrics.jsonl` records an iteration past the first checkpoint (that line is
+/// written only after the checkpoint of iteration `trainer.save_freq` was complete, so
+/// `checkpoint/` was removed).
+fn checkpoint_to_resume(cfg: &Config, run: &RunDir) -> Result<Option<TrainerState>, RunDirError> {
+    if let Some(state) = run.checkpoint_state()? {
+        return Ok(Some(state));
     }
     // the run's own `trainer.save_freq` (its config.toml), not one a `--set` gives the resume
     let sf = run
@@ -56,7 +47,7 @@ fn has_checkpoint(cfg: &Config, run: &RunDir) -> Result<bool, RunDirError> {
     match run.last_logged_iteration()? {
         Some(last) if sf > 0 && i64::try_from(last).unwrap_or(i64::MAX) > sf => {
             Err(RunDirError::Invalid {
-                path: ckpt,
+                path: run.checkpoint_path(),
                 reason: format!(
                     "missing, yet metrics.jsonl records iteration {last}, written only after \
                      the checkpoint of iteration {sf} (trainer.save_freq) was complete: \
@@ -64,7 +55,7 @@ fn has_checkpoint(cfg: &Config, run: &RunDir) -> Result<bool, RunDirError> {
                 ),
             })
         }
-        _ => Ok(false),
+        _ => Ok(None),
     }
 }
 
@@ -133,13 +124,15 @@ impl Models {
         let seed = cfg.seed.sampler;
         let trainable = cfg.model.trainable();
         let ckpt = run.checkpoint_path();
-        let resume = resume && {
+        let state = if resume {
             // A crash between the checkpoint's two renames leaves only `checkpoint.old`.
             pol::recover_interrupted(&ckpt)?;
-            has_checkpoint(cfg, run)?
+            checkpoint_to_resume(cfg, run)?
+        } else {
+            None
         };
-        let (mut policy, iteration) = if resume {
-            let state = run.read_trainer_state()?;
+        let resume = state.is_some();
+        let (mut policy, iteration) = if let Some(state) = state {
             let policy = pol::Policy::from_pretrained_on(&pol::policy_dir(&ckpt), seed, device)?;
             same_trainable(cfg, policy.trainable(), &ckpt)?;
             (policy, state.iteration)
@@ -216,7 +209,7 @@ impl Models {
     pub fn save(&self, run: &RunDir, state: &TrainerState) -> Result<(), TrainError> {
         let state = serde_json::to_value(state).map_err(|e| {
             TrainError::RunDir(crate::run_dir::RunDirError::Invalid {
-                path: run.checkpoint_path().join("trainer_state.json"),
+                path: run.trainer_state_path(),
                 reason: e.to_string(),
             })
         })?;

@@ -359,9 +359,37 @@ impl RunDir {
         self.root.join("run.json")
     }
 
-    /// Whether the checkpoint holds its `trainer_state.json` (the file a resume starts from).
+    /// `checkpoint/trainer_state.json`: the file a resume starts from.
+    pub fn trainer_state_path(&self) -> PathBuf {
+        self.checkpoint_path().join("trainer_state.json")
+    }
+
+    /// Whether the checkpoint holds its `trainer_state.json`.
     pub fn has_checkpoint(&self) -> bool {
-        self.checkpoint_path().join("trainer_state.json").exists()
+        self.trainer_state_path().exists()
+    }
+
+    /// The checkpoint's [`TrainerState`], or `None` when there is no checkpoint (none was
+    /// written yet).
+    ///
+    /// # Errors
+    /// [`RunDirError::Invalid`] naming `trainer_state.json` when `checkpoint/` exists without it
+    /// (a checkpoint is renamed into place whole, so files were removed), or as
+    /// [`RunDir::read_trainer_state`].
+    pub fn checkpoint_state(&self) -> Result<Option<TrainerState>, RunDirError> {
+        if self.has_checkpoint() {
+            return self.read_trainer_state().map(Some);
+        }
+        if self.checkpoint_path().exists() {
+            return Err(RunDirError::Invalid {
+                path: self.trainer_state_path(),
+                reason: "missing from the checkpoint (it is written whole, so files were \
+                         removed): restore it, or move checkpoint/ away to start again from the \
+                         model"
+                    .into(),
+            });
+        }
+        Ok(None)
     }
 
     /// Write the resolved config to `config.toml`.
@@ -392,7 +420,7 @@ impl RunDir {
     /// Read the checkpoint's `trainer_state.json`; an iteration over
     /// [`TrainerState::MAX_ITERATION`] is refused.
     pub fn read_trainer_state(&self) -> Result<TrainerState, RunDirError> {
-        let path = self.checkpoint_path().join("trainer_state.json");
+        let path = self.trainer_state_path();
         let state: TrainerState = read_json(&path)?;
         if state.iteration > TrainerState::MAX_ITERATION {
             return Err(RunDirError::Invalid {
@@ -407,17 +435,17 @@ impl RunDir {
         Ok(state)
     }
 
-    /// The highest `iteration` of a line of `metrics.jsonl` that parses (`None` without such a
-    /// line or without the file): how far a run had got, read leniently as a crash may have cut
-    /// its last line.
+    /// The highest `iteration` of a line of `metrics.jsonl` (`None` without such a line or
+    /// without the file): how far a run had got. A last line a crash cut short is skipped; a
+    /// damaged line before the end is refused ([`RunDir::truncate_jsonl_from`]'s rule).
     pub fn last_logged_iteration(&self) -> Result<Option<u64>, RunDirError> {
-        let Some(bytes) = read_jsonl_bytes(&self.metrics_path())? else {
+        let path = self.metrics_path();
+        let Some(bytes) = read_jsonl_bytes(&path)? else {
             return Ok(None);
         };
-        Ok(bytes
-            .split(|&b| b == b'\n')
-            .filter_map(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
-            .filter_map(|v| v.get("iteration").and_then(serde_json::Value::as_u64))
+        Ok(jsonl_lines(&path, &bytes)?
+            .into_iter()
+            .filter_map(|(_, _, v)| v?.get("iteration")?.as_u64())
             .max())
     }
 
@@ -434,7 +462,7 @@ impl RunDir {
         env_id: &str,
         source: &str,
     ) -> Result<(), RunDirError> {
-        let state_path = self.checkpoint_path().join("trainer_state.json");
+        let state_path = self.trainer_state_path();
         let mut recorded = Vec::new();
         if self.run_info_path().exists() {
             let info = self.read_run_info()?;

@@ -429,27 +429,26 @@ impl SftTrainer {
 /// Where the SFT run in `run` stands, from its checkpoint: an error naming the run when it has
 /// no checkpoint or its checkpoint is not an SFT one (an RL iteration of `train --resume`).
 fn sft_progress(run: &RunDir) -> Result<SftProgress, TrainError> {
-    let ckpt = run.checkpoint_path();
-    pol::recover_interrupted(&ckpt)?;
+    pol::recover_interrupted(&run.checkpoint_path())?;
     let not_sft = |why: String| {
         TrainError::Resume(format!(
             "cannot continue {} with sft: {why}",
             run.root().display()
         ))
     };
-    if !run.has_checkpoint() {
-        let why = if ckpt.exists() {
-            // a checkpoint is renamed into place whole, so files were removed
-            format!(
-                "{} is missing from its checkpoint: restore it, or start the run again",
-                ckpt.join("trainer_state.json").display()
-            )
-        } else {
-            "it has no checkpoint (no epoch was completed): start it again with `sft --env`".into()
-        };
-        return Err(not_sft(why));
-    }
-    let state = run.read_trainer_state()?;
+    let state = match run.checkpoint_state() {
+        Ok(Some(state)) => state,
+        Ok(None) => {
+            return Err(not_sft(
+                "it has no checkpoint (no epoch was completed): start it again with `sft --env`"
+                    .into(),
+            ));
+        }
+        // `checkpoint/` without its state: this run cannot be continued (a file that does not
+        // read stays a run-directory error, as in `train`)
+        Err(e) if !run.trainer_state_path().exists() => return Err(not_sft(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
     if state.iteration > 0 {
         return Err(not_sft(format!(
             "its checkpoint is RL iteration {} of `train`",

@@ -77,18 +77,16 @@ impl Trainer {
         let lock = run.lock()?;
         let cfg = setup.config;
         let train_pool = EnvPool::from_factory(&setup.make_env, cfg.train_batch_size())?;
+        // The resume checks come before anything is written: a refused resume leaves the run
+        // as it was.
         if setup.resume {
-            // before anything is written: a refused resume leaves the run as it was
             let id = &train_pool.spec().id;
             run.check_same_env(&setup.plugin_sha256, id, &setup.env_source)?;
-            let done = if run.has_checkpoint() {
-                u64::from(run.read_trainer_state()?.iteration)
-            } else {
-                0
-            };
-            run.check_jsonl_resumable(done)?;
         }
         let (models, iteration) = Models::load(&cfg, &run, setup.resume, &setup.device)?;
+        if setup.resume {
+            run.check_jsonl_resumable(u64::from(iteration))?;
+        }
         let total = cfg.trainer.total_training_steps;
         if total < iteration {
             // it would train nothing and record the smaller total in config.toml
